@@ -1,0 +1,908 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The catalog on LMDB: environment, group commit, map growth, id ranges and
+ * the table layouts. The only file that includes lmdb.h.
+ *
+ * Tables (named databases; integers big-endian in keys, host order in values):
+ *
+ *   meta     key: ASCII name             value: u64
+ *   inode    key: id u64                 value: inode record, below
+ *   dirent   key: parent u64 | name      value: child id u64
+ *   data     key: id u64                 value: the bytes of a small file
+ *   pending  key: id u64                 value: empty (recorded, not landed)
+ *   landed   key: seq u64                value: id u64
+ *
+ * Inode record:
+ *   OFFSET SIZE MEANING
+ *   0      1    format version (1)
+ *   1      1    kind (enum sl_kind)
+ *   2      1    state (enum sl_state)
+ *   3      1    storage (enum sl_storage)
+ *   4      4    mode
+ *   8      4    uid
+ *   12     4    gid
+ *   16     8    parent id
+ *   24     8    mtime, ns since the epoch
+ *   32     8    ctime, ns
+ *   40     8    size
+ *   48     8    landing time, ns
+ *   56     8    landing sequence number
+ *   64     n    name (1..255 bytes, no NUL)
+ */
+#include <errno.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "catalog.h"
+#include "err.h"
+#include "fault.h"
+#include "log.h"
+
+#define INODE_HDR 64
+#define INODE_VERSION 1
+#define CATALOG_FORMAT 1
+#define MAP_INITIAL (64ull << 20)
+#define ID_RANGE 4096
+
+struct wreq {
+	sl_apply_fn fn;
+	void *arg;
+	sl_done_fn done;  /* NULL for a waiting caller */
+	int rc;
+	bool finished;
+	bool skip;        /* failed on its own: left out of the retry */
+	struct wreq *next;
+};
+
+struct sl_catalog {
+	MDB_env *env;
+	MDB_dbi meta, inode, dirent, data, pending, landed;
+	bool rdonly;
+	size_t mapsize;
+	pthread_rwlock_t map_lock;   /* shared by every txn, exclusive to grow */
+
+	pthread_mutex_t q_mu;        /* guards the queue and request states */
+	pthread_cond_t q_cv;         /* commit thread: work arrived */
+	pthread_cond_t done_cv;      /* waiters: a group finished */
+	struct wreq *head, *tail;
+	bool running, stop;
+	pthread_t thread;
+	pthread_mutex_t inline_mu;   /* serializes writers without the thread */
+	uint64_t commits;
+
+	pthread_mutex_t id_mu;
+	uint64_t id_next, id_hi;     /* ids handed out / reserved */
+	uint64_t unsettled_lo, unsettled_hi;
+	uint64_t settle_lo;          /* ids below are settled */
+
+	uint64_t (*live_hook)(void *ctx);
+	sl_apply_fn group_hook;
+	void *hook_ctx;
+};
+
+struct sl_txn {
+	struct sl_catalog *cat;
+	MDB_txn *txn;
+	bool write;
+};
+
+static int map_rc(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS: return 0;
+	case MDB_NOTFOUND: return SL_NOTFOUND;
+	case MDB_MAP_FULL: return SL_EMAPFULL;
+	case MDB_CORRUPTED:
+	case MDB_PAGE_NOTFOUND:
+	case MDB_INVALID:
+	case MDB_BAD_TXN: return SL_ECORRUPT;
+	case MDB_VERSION_MISMATCH: return SL_EVERSION;
+	case MDB_TXN_FULL:
+	case MDB_READERS_FULL:
+	case MDB_DBS_FULL: return ENOMEM;
+	case MDB_MAP_RESIZED: return EAGAIN;
+	}
+	return rc > 0 ? rc : EIO;
+}
+
+static void put_be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (unsigned char)v;
+		v >>= 8;
+	}
+}
+
+static uint64_t get_be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static int open_dbs(struct sl_catalog *cat, bool create)
+{
+	static const char *names[] = {"meta", "inode", "dirent", "data", "pending", "landed"};
+	MDB_dbi *dbis[] = {&cat->meta, &cat->inode, &cat->dirent, &cat->data, &cat->pending,
+			   &cat->landed};
+	MDB_txn *txn;
+	int rc;
+
+	rc = mdb_txn_begin(cat->env, NULL, cat->rdonly ? MDB_RDONLY : 0, &txn);
+	if (rc)
+		return map_rc(rc);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		rc = mdb_dbi_open(txn, names[i], create ? MDB_CREATE : 0, dbis[i]);
+		if (rc) {
+			mdb_txn_abort(txn);
+			return rc == MDB_NOTFOUND ? SL_ECORRUPT : map_rc(rc);
+		}
+	}
+	rc = mdb_txn_commit(txn);
+	return map_rc(rc);
+}
+
+/* Writes the fixed folders and the format marker into a new catalog. */
+static int init_apply(struct sl_txn *t, void *arg)
+{
+	static const uint64_t roots[] = {SL_ID_IN, SL_ID_ARCHIVE};
+	uint64_t fmt;
+	int rc;
+
+	(void)arg;
+	rc = sl_cat_meta_get(t, "format", &fmt);
+	if (rc)
+		return rc;
+	if (fmt != 0)
+		return fmt == CATALOG_FORMAT ? 0 : SL_EVERSION;
+	for (size_t i = 0; i < 2; i++) {
+		struct sl_inode d = {.id = roots[i], .parent = SL_ID_ROOT, .kind = SL_KIND_DIR,
+				     .mode = S_IFDIR | 0755};
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		d.mtime_ns = d.ctime_ns = ts.tv_sec * 1000000000ll + ts.tv_nsec;
+		strcpy(d.name, roots[i] == SL_ID_IN ? "in" : "archive");
+		if ((rc = sl_cat_inode_put(t, &d)))
+			return rc;
+	}
+	if ((rc = sl_cat_meta_put(t, "id_hi", SL_ID_FIRST)) ||
+	    (rc = sl_cat_meta_put(t, "id_settled", SL_ID_FIRST)))
+		return rc;
+	return sl_cat_meta_put(t, "format", CATALOG_FORMAT);
+}
+
+static int reserve_apply(struct sl_txn *t, void *arg)
+{
+	struct sl_catalog *cat = arg;
+	int rc = sl_cat_meta_put(t, "id_hi", cat->id_hi + ID_RANGE);
+	if (rc)
+		return rc;
+	return sl_cat_meta_put(t, "id_settled", cat->settle_lo);
+}
+
+static int read_ids(struct sl_catalog *cat)
+{
+	struct sl_txn *t;
+	uint64_t hi = 0, settled = 0, fmt = 0;
+	int rc = sl_catalog_read(cat, &t);
+	if (rc)
+		return rc;
+	if (!(rc = sl_cat_meta_get(t, "format", &fmt)) && !(rc = sl_cat_meta_get(t, "id_hi", &hi)))
+		rc = sl_cat_meta_get(t, "id_settled", &settled);
+	sl_txn_end(t);
+	if (rc)
+		return rc;
+	if (fmt != CATALOG_FORMAT)
+		return fmt == 0 ? SL_ECORRUPT : SL_EVERSION;
+	if (hi < SL_ID_FIRST || settled > hi)
+		return SL_ECORRUPT;
+	cat->id_next = cat->id_hi = hi;
+	cat->unsettled_lo = settled;
+	cat->unsettled_hi = hi;
+	cat->settle_lo = settled;
+	return 0;
+}
+
+int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
+{
+	struct sl_catalog *cat;
+	MDB_envinfo info;
+	int rc;
+
+	cat = calloc(1, sizeof(*cat));
+	if (!cat)
+		return ENOMEM;
+	cat->rdonly = flags & SL_CATALOG_RDONLY;
+	pthread_rwlockattr_t ra;
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&cat->map_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	pthread_mutex_init(&cat->q_mu, NULL);
+	pthread_cond_init(&cat->q_cv, NULL);
+	pthread_cond_init(&cat->done_cv, NULL);
+	pthread_mutex_init(&cat->inline_mu, NULL);
+	pthread_mutex_init(&cat->id_mu, NULL);
+
+	if ((flags & SL_CATALOG_CREATE) && mkdir(dir, 0700) && errno != EEXIST) {
+		rc = errno;
+		goto free_cat;
+	}
+	rc = mdb_env_create(&cat->env);
+	if (rc) {
+		rc = map_rc(rc);
+		goto free_cat;
+	}
+	mdb_env_set_maxdbs(cat->env, 16);
+	mdb_env_set_maxreaders(cat->env, 256);
+	mdb_env_set_mapsize(cat->env, MAP_INITIAL);
+	/*
+	 * MDB_NOTLS: FUSE callbacks hop threads. Never MDB_WRITEMAP: a full
+	 * disk would turn into SIGBUS instead of an error.
+	 */
+	rc = mdb_env_open(cat->env, dir, MDB_NOTLS | (cat->rdonly ? MDB_RDONLY : 0), 0600);
+	if (rc) {
+		rc = map_rc(rc);
+		goto env_close;
+	}
+	mdb_env_info(cat->env, &info);
+	cat->mapsize = info.me_mapsize;
+	rc = open_dbs(cat, !cat->rdonly);
+	if (rc)
+		goto env_close;
+	if (!cat->rdonly) {
+		rc = sl_catalog_write(cat, init_apply, NULL);
+		if (rc)
+			goto env_close;
+	}
+	rc = read_ids(cat);
+	if (rc)
+		goto env_close;
+	*out = cat;
+	return 0;
+
+env_close:
+	mdb_env_close(cat->env);
+free_cat:
+	free(cat);
+	return rc;
+}
+
+static void *commit_main(void *arg);
+
+void sl_catalog_set_hooks(struct sl_catalog *cat, uint64_t (*live)(void *ctx),
+			  sl_apply_fn group, void *ctx)
+{
+	cat->live_hook = live;
+	cat->group_hook = group;
+	cat->hook_ctx = ctx;
+}
+
+int sl_catalog_start(struct sl_catalog *cat)
+{
+	int rc = pthread_create(&cat->thread, NULL, commit_main, cat);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&cat->q_mu);
+	cat->running = true;
+	pthread_mutex_unlock(&cat->q_mu);
+	return 0;
+}
+
+void sl_catalog_close(struct sl_catalog *cat)
+{
+	if (!cat)
+		return;
+	pthread_mutex_lock(&cat->q_mu);
+	bool running = cat->running;
+	cat->stop = true;
+	pthread_cond_broadcast(&cat->q_cv);
+	pthread_mutex_unlock(&cat->q_mu);
+	if (running)
+		pthread_join(cat->thread, NULL);
+	if (!cat->rdonly)
+		mdb_env_sync(cat->env, 1);
+	mdb_env_close(cat->env);
+	pthread_rwlock_destroy(&cat->map_lock);
+	free(cat);
+}
+
+uint64_t sl_catalog_commits(struct sl_catalog *cat)
+{
+	pthread_mutex_lock(&cat->q_mu);
+	uint64_t n = cat->commits;
+	pthread_mutex_unlock(&cat->q_mu);
+	return n;
+}
+
+int sl_catalog_read(struct sl_catalog *cat, struct sl_txn **out)
+{
+	struct sl_txn *t = malloc(sizeof(*t));
+	int rc;
+
+	if (!t)
+		return ENOMEM;
+	t->cat = cat;
+	t->write = false;
+	for (;;) {
+		pthread_rwlock_rdlock(&cat->map_lock);
+		rc = mdb_txn_begin(cat->env, NULL, MDB_RDONLY, &t->txn);
+		if (rc != MDB_MAP_RESIZED)
+			break;
+		/* another process grew the map: adopt its size */
+		pthread_rwlock_unlock(&cat->map_lock);
+		pthread_rwlock_wrlock(&cat->map_lock);
+		mdb_env_set_mapsize(cat->env, 0);
+		pthread_rwlock_unlock(&cat->map_lock);
+	}
+	if (rc) {
+		pthread_rwlock_unlock(&cat->map_lock);
+		free(t);
+		return map_rc(rc);
+	}
+	*out = t;
+	return 0;
+}
+
+void sl_txn_end(struct sl_txn *t)
+{
+	if (!t)
+		return;
+	mdb_txn_abort(t->txn);
+	pthread_rwlock_unlock(&t->cat->map_lock);
+	free(t);
+}
+
+static void grow_map(struct sl_catalog *cat)
+{
+	pthread_rwlock_wrlock(&cat->map_lock);
+	size_t next = cat->mapsize < (1ull << 30) ? cat->mapsize * 2 : cat->mapsize + (1ull << 30);
+	int rc = mdb_env_set_mapsize(cat->env, next);
+	if (rc == 0) {
+		MDB_envinfo info;
+		mdb_env_info(cat->env, &info);
+		cat->mapsize = info.me_mapsize;
+		sl_log(SL_LOG_INFO, "catalog map grown to %zu MiB", cat->mapsize >> 20);
+	} else {
+		sl_log(SL_LOG_ERR, "cannot grow catalog map: %s", mdb_strerror(rc));
+	}
+	pthread_rwlock_unlock(&cat->map_lock);
+}
+
+/*
+ * Runs one group of requests in one transaction. A request that fails on its
+ * own is dropped and the group re-run without it; a full map grows and the
+ * whole group re-runs.
+ */
+static void run_group(struct sl_catalog *cat, struct wreq *group)
+{
+	struct sl_txn t = {.cat = cat, .write = true};
+	bool hook = cat->group_hook != NULL;
+	int rc;
+
+	for (struct wreq *r = group; r; r = r->next)
+		r->skip = false;
+	for (;;) {
+		struct wreq *failed = NULL;
+		bool full = false;
+
+		pthread_rwlock_rdlock(&cat->map_lock);
+		rc = mdb_txn_begin(cat->env, NULL, 0, &t.txn);
+		if (rc) {
+			pthread_rwlock_unlock(&cat->map_lock);
+			rc = map_rc(rc);
+			break;
+		}
+		for (struct wreq *r = group; r; r = r->next) {
+			if (r->skip)
+				continue;
+			r->rc = r->fn(&t, r->arg);
+			if (r->rc == SL_EMAPFULL) {
+				full = true;
+				break;
+			}
+			if (r->rc) {
+				failed = r;
+				break;
+			}
+		}
+		if (!full && !failed && hook) {
+			rc = cat->group_hook(&t, cat->hook_ctx);
+			if (rc && rc != SL_EMAPFULL) {
+				/* counters are best effort: commit without them */
+				mdb_txn_abort(t.txn);
+				pthread_rwlock_unlock(&cat->map_lock);
+				hook = false;
+				continue;
+			}
+			full = rc == SL_EMAPFULL;
+		}
+		if (full || failed) {
+			mdb_txn_abort(t.txn);
+			pthread_rwlock_unlock(&cat->map_lock);
+			if (full)
+				grow_map(cat);
+			else
+				failed->skip = true;
+			continue;
+		}
+		SL_FAULT("catalog.before_commit");
+		rc = mdb_txn_commit(t.txn);
+		pthread_rwlock_unlock(&cat->map_lock);
+		if (rc == MDB_MAP_FULL) {
+			grow_map(cat);
+			continue;
+		}
+		rc = map_rc(rc);
+		SL_FAULT("catalog.after_commit");
+		break;
+	}
+	for (struct wreq *r = group; r; r = r->next)
+		if (!r->skip)
+			r->rc = rc;
+}
+
+static void finish(struct sl_catalog *cat, struct wreq *group)
+{
+	struct wreq *async = NULL, *next;
+
+	/* a waiter's request lives on its stack: touch none after signalling */
+	pthread_mutex_lock(&cat->q_mu);
+	cat->commits++;
+	for (struct wreq *r = group; r; r = next) {
+		next = r->next;
+		if (r->done) {
+			r->next = async;
+			async = r;
+		} else {
+			r->finished = true;
+		}
+	}
+	pthread_cond_broadcast(&cat->done_cv);
+	pthread_mutex_unlock(&cat->q_mu);
+	for (struct wreq *r = async; r; r = next) {
+		next = r->next;
+		r->done(r->arg, r->rc);
+		free(r);
+	}
+}
+
+static void *commit_main(void *arg)
+{
+	struct sl_catalog *cat = arg;
+
+	pthread_mutex_lock(&cat->q_mu);
+	for (;;) {
+		while (!cat->head && !cat->stop)
+			pthread_cond_wait(&cat->q_cv, &cat->q_mu);
+		if (!cat->head)
+			break;
+		struct wreq *group = cat->head;
+		cat->head = cat->tail = NULL;
+		pthread_mutex_unlock(&cat->q_mu);
+		run_group(cat, group);
+		finish(cat, group);
+		pthread_mutex_lock(&cat->q_mu);
+	}
+	cat->running = false;
+	pthread_mutex_unlock(&cat->q_mu);
+	return NULL;
+}
+
+/* Queues r; returns false when no commit thread runs (commit inline). */
+static bool enqueue(struct sl_catalog *cat, struct wreq *r)
+{
+	pthread_mutex_lock(&cat->q_mu);
+	if (!cat->running || cat->stop) {
+		pthread_mutex_unlock(&cat->q_mu);
+		return false;
+	}
+	r->next = NULL;
+	if (cat->tail)
+		cat->tail->next = r;
+	else
+		cat->head = r;
+	cat->tail = r;
+	pthread_cond_signal(&cat->q_cv);
+	pthread_mutex_unlock(&cat->q_mu);
+	return true;
+}
+
+static void run_inline(struct sl_catalog *cat, struct wreq *r)
+{
+	pthread_mutex_lock(&cat->inline_mu);
+	r->next = NULL;
+	run_group(cat, r);
+	pthread_mutex_unlock(&cat->inline_mu);
+	pthread_mutex_lock(&cat->q_mu);
+	cat->commits++;
+	pthread_mutex_unlock(&cat->q_mu);
+}
+
+int sl_catalog_write(struct sl_catalog *cat, sl_apply_fn fn, void *arg)
+{
+	struct wreq r = {.fn = fn, .arg = arg};
+
+	if (cat->rdonly)
+		return EROFS;
+	if (!enqueue(cat, &r)) {
+		run_inline(cat, &r);
+		return r.rc;
+	}
+	pthread_mutex_lock(&cat->q_mu);
+	while (!r.finished)
+		pthread_cond_wait(&cat->done_cv, &cat->q_mu);
+	pthread_mutex_unlock(&cat->q_mu);
+	return r.rc;
+}
+
+int sl_catalog_write_async(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_done_fn done)
+{
+	struct wreq *r;
+
+	if (cat->rdonly)
+		return EROFS;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return ENOMEM;
+	r->fn = fn;
+	r->arg = arg;
+	r->done = done;
+	if (!enqueue(cat, r)) {
+		run_inline(cat, r);
+		done(arg, r->rc);
+		free(r);
+	}
+	return 0;
+}
+
+int sl_catalog_next_id(struct sl_catalog *cat, uint64_t *id)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&cat->id_mu);
+	if (cat->id_next == cat->id_hi) {
+		uint64_t live = cat->live_hook ? cat->live_hook(cat->hook_ctx) : UINT64_MAX;
+		if (live > cat->id_next)
+			live = cat->id_next;
+		if (live > cat->settle_lo)
+			cat->settle_lo = live;
+		/* callers never hold a commit open, so a sync write is safe */
+		rc = sl_catalog_write(cat, reserve_apply, cat);
+		if (rc == 0)
+			cat->id_hi += ID_RANGE;
+	}
+	if (rc == 0)
+		*id = cat->id_next++;
+	pthread_mutex_unlock(&cat->id_mu);
+	return rc;
+}
+
+void sl_catalog_unsettled(struct sl_catalog *cat, uint64_t *lo, uint64_t *hi)
+{
+	*lo = cat->unsettled_lo;
+	*hi = cat->unsettled_hi;
+}
+
+void sl_catalog_settle(struct sl_catalog *cat, uint64_t lo)
+{
+	pthread_mutex_lock(&cat->id_mu);
+	if (lo > cat->settle_lo)
+		cat->settle_lo = lo;
+	pthread_mutex_unlock(&cat->id_mu);
+}
+
+/* ---- tables ---- */
+
+static int get(struct sl_txn *t, MDB_dbi dbi, void *k, size_t klen, MDB_val *v)
+{
+	MDB_val key = {klen, k};
+	return map_rc(mdb_get(t->txn, dbi, &key, v));
+}
+
+static int put(struct sl_txn *t, MDB_dbi dbi, void *k, size_t klen, const void *v, size_t vlen)
+{
+	MDB_val key = {klen, k}, val = {vlen, (void *)v};
+	if (!t->write)
+		return EROFS;
+	return map_rc(mdb_put(t->txn, dbi, &key, &val, 0));
+}
+
+static int del(struct sl_txn *t, MDB_dbi dbi, void *k, size_t klen)
+{
+	MDB_val key = {klen, k};
+	int rc = map_rc(mdb_del(t->txn, dbi, &key, NULL));
+	return rc == SL_NOTFOUND ? 0 : rc;
+}
+
+int sl_cat_inode_get(struct sl_txn *t, uint64_t id, struct sl_inode *o)
+{
+	unsigned char k[8];
+	MDB_val v;
+	const unsigned char *p;
+	int rc;
+
+	put_be64(k, id);
+	rc = get(t, t->cat->inode, k, 8, &v);
+	if (rc)
+		return rc;
+	p = v.mv_data;
+	if (v.mv_size <= INODE_HDR || v.mv_size > INODE_HDR + SL_NAME_MAX || p[0] != INODE_VERSION)
+		return SL_ECORRUPT;
+	o->id = id;
+	o->kind = p[1];
+	o->state = p[2];
+	o->storage = p[3];
+	memcpy(&o->mode, p + 4, 4);
+	memcpy(&o->uid, p + 8, 4);
+	memcpy(&o->gid, p + 12, 4);
+	memcpy(&o->parent, p + 16, 8);
+	memcpy(&o->mtime_ns, p + 24, 8);
+	memcpy(&o->ctime_ns, p + 32, 8);
+	memcpy(&o->size, p + 40, 8);
+	memcpy(&o->landed_ns, p + 48, 8);
+	memcpy(&o->seq, p + 56, 8);
+	memcpy(o->name, p + INODE_HDR, v.mv_size - INODE_HDR);
+	o->name[v.mv_size - INODE_HDR] = 0;
+	return 0;
+}
+
+int sl_cat_inode_put(struct sl_txn *t, const struct sl_inode *o)
+{
+	unsigned char k[8], p[INODE_HDR + SL_NAME_MAX];
+	size_t n = strlen(o->name);
+
+	if (n == 0 || n > SL_NAME_MAX)
+		return ENAMETOOLONG;
+	put_be64(k, o->id);
+	p[0] = INODE_VERSION;
+	p[1] = o->kind;
+	p[2] = o->state;
+	p[3] = o->storage;
+	memcpy(p + 4, &o->mode, 4);
+	memcpy(p + 8, &o->uid, 4);
+	memcpy(p + 12, &o->gid, 4);
+	memcpy(p + 16, &o->parent, 8);
+	memcpy(p + 24, &o->mtime_ns, 8);
+	memcpy(p + 32, &o->ctime_ns, 8);
+	memcpy(p + 40, &o->size, 8);
+	memcpy(p + 48, &o->landed_ns, 8);
+	memcpy(p + 56, &o->seq, 8);
+	memcpy(p + INODE_HDR, o->name, n);
+	return put(t, t->cat->inode, k, 8, p, INODE_HDR + n);
+}
+
+int sl_cat_inode_del(struct sl_txn *t, uint64_t id)
+{
+	unsigned char k[8];
+	put_be64(k, id);
+	return del(t, t->cat->inode, k, 8);
+}
+
+static size_t dirent_key(unsigned char *k, uint64_t parent, const char *name)
+{
+	size_t n = strnlen(name, SL_NAME_MAX + 1);
+	put_be64(k, parent);
+	memcpy(k + 8, name, n > SL_NAME_MAX ? SL_NAME_MAX : n);
+	return 8 + (n > SL_NAME_MAX ? SL_NAME_MAX : n);
+}
+
+int sl_cat_dirent_get(struct sl_txn *t, uint64_t parent, const char *name, uint64_t *id)
+{
+	unsigned char k[8 + SL_NAME_MAX];
+	MDB_val v;
+	int rc;
+
+	if (strlen(name) > SL_NAME_MAX)
+		return SL_NOTFOUND;
+	rc = get(t, t->cat->dirent, k, dirent_key(k, parent, name), &v);
+	if (rc)
+		return rc;
+	if (v.mv_size != 8)
+		return SL_ECORRUPT;
+	memcpy(id, v.mv_data, 8);
+	return 0;
+}
+
+int sl_cat_dirent_put(struct sl_txn *t, uint64_t parent, const char *name, uint64_t id)
+{
+	unsigned char k[8 + SL_NAME_MAX];
+	if (strlen(name) > SL_NAME_MAX)
+		return ENAMETOOLONG;
+	return put(t, t->cat->dirent, k, dirent_key(k, parent, name), &id, 8);
+}
+
+int sl_cat_dirent_del(struct sl_txn *t, uint64_t parent, const char *name)
+{
+	unsigned char k[8 + SL_NAME_MAX];
+	return del(t, t->cat->dirent, k, dirent_key(k, parent, name));
+}
+
+int sl_cat_dirent_each(struct sl_txn *t, uint64_t parent, const char *after,
+		       int (*fn)(void *ctx, const char *name, uint64_t id), void *ctx)
+{
+	unsigned char k[8 + SL_NAME_MAX];
+	char name[SL_NAME_MAX + 1];
+	MDB_cursor *cur;
+	MDB_val key, val;
+	int rc, stop = 0;
+
+	rc = mdb_cursor_open(t->txn, t->cat->dirent, &cur);
+	if (rc)
+		return map_rc(rc);
+	key.mv_size = after ? dirent_key(k, parent, after) : 8;
+	put_be64(k, parent);
+	key.mv_data = k;
+	rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+	if (rc == 0 && after && key.mv_size == 8 + strlen(after) &&
+	    !memcmp(key.mv_data, k, key.mv_size))
+		rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+	while (rc == 0) {
+		const unsigned char *p = key.mv_data;
+		uint64_t id;
+		if (key.mv_size < 9 || get_be64(p) != parent)
+			break;
+		if (val.mv_size != 8 || key.mv_size > 8 + SL_NAME_MAX) {
+			stop = SL_ECORRUPT;
+			break;
+		}
+		memcpy(name, p + 8, key.mv_size - 8);
+		name[key.mv_size - 8] = 0;
+		memcpy(&id, val.mv_data, 8);
+		stop = fn(ctx, name, id);
+		if (stop)
+			break;
+		rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
+	if (stop)
+		return stop;
+	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
+}
+
+int sl_cat_data_get(struct sl_txn *t, uint64_t id, const void **data, size_t *len)
+{
+	unsigned char k[8];
+	MDB_val v;
+	int rc;
+
+	put_be64(k, id);
+	rc = get(t, t->cat->data, k, 8, &v);
+	if (rc)
+		return rc;
+	*data = v.mv_data;
+	*len = v.mv_size;
+	return 0;
+}
+
+int sl_cat_data_put(struct sl_txn *t, uint64_t id, const void *data, size_t len)
+{
+	unsigned char k[8];
+	put_be64(k, id);
+	return put(t, t->cat->data, k, 8, data, len);
+}
+
+int sl_cat_data_del(struct sl_txn *t, uint64_t id)
+{
+	unsigned char k[8];
+	put_be64(k, id);
+	return del(t, t->cat->data, k, 8);
+}
+
+int sl_cat_pending_put(struct sl_txn *t, uint64_t id)
+{
+	unsigned char k[8];
+	put_be64(k, id);
+	return put(t, t->cat->pending, k, 8, "", 0);
+}
+
+int sl_cat_pending_del(struct sl_txn *t, uint64_t id)
+{
+	unsigned char k[8];
+	put_be64(k, id);
+	return del(t, t->cat->pending, k, 8);
+}
+
+int sl_cat_pending_each(struct sl_txn *t, int (*fn)(void *ctx, uint64_t id), void *ctx)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	int rc, stop = 0;
+
+	rc = mdb_cursor_open(t->txn, t->cat->pending, &cur);
+	if (rc)
+		return map_rc(rc);
+	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		if (key.mv_size != 8) {
+			stop = SL_ECORRUPT;
+			break;
+		}
+		if ((stop = fn(ctx, get_be64(key.mv_data))))
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (stop)
+		return stop;
+	return rc == MDB_NOTFOUND ? 0 : map_rc(rc);
+}
+
+int sl_cat_landed_put(struct sl_txn *t, uint64_t seq, uint64_t id)
+{
+	unsigned char k[8];
+	put_be64(k, seq);
+	return put(t, t->cat->landed, k, 8, &id, 8);
+}
+
+int sl_cat_landed_del(struct sl_txn *t, uint64_t seq)
+{
+	unsigned char k[8];
+	put_be64(k, seq);
+	return del(t, t->cat->landed, k, 8);
+}
+
+int sl_cat_meta_get(struct sl_txn *t, const char *key, uint64_t *val)
+{
+	MDB_val v;
+	int rc = get(t, t->cat->meta, (void *)key, strlen(key), &v);
+	if (rc == SL_NOTFOUND) {
+		*val = 0;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (v.mv_size != 8)
+		return SL_ECORRUPT;
+	memcpy(val, v.mv_data, 8);
+	return 0;
+}
+
+int sl_cat_meta_put(struct sl_txn *t, const char *key, uint64_t val)
+{
+	return put(t, t->cat->meta, (void *)key, strlen(key), &val, 8);
+}
+
+int sl_cat_meta_add(struct sl_txn *t, const char *key, int64_t delta)
+{
+	uint64_t v;
+	int rc = sl_cat_meta_get(t, key, &v);
+	if (rc)
+		return rc;
+	return sl_cat_meta_put(t, key, v + (uint64_t)delta);
+}
+
+int sl_cat_meta_each(struct sl_txn *t, const char *prefix,
+		     int (*fn)(void *ctx, const char *key, uint64_t val), void *ctx)
+{
+	MDB_cursor *cur;
+	MDB_val key = {strlen(prefix), (void *)prefix}, val;
+	char name[128];
+	size_t plen = strlen(prefix);
+	int rc, stop = 0;
+
+	rc = mdb_cursor_open(t->txn, t->cat->meta, &cur);
+	if (rc)
+		return map_rc(rc);
+	for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		uint64_t v;
+		if (key.mv_size < plen || memcmp(key.mv_data, prefix, plen))
+			break;
+		if (val.mv_size != 8 || key.mv_size >= sizeof(name))
+			continue;
+		memcpy(name, key.mv_data, key.mv_size);
+		name[key.mv_size] = 0;
+		memcpy(&v, val.mv_data, 8);
+		if ((stop = fn(ctx, name, v)))
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (stop)
+		return stop;
+	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
+}

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The catalog: sluice's LMDB environment. It owns every LMDB call, the group
+ * commit thread, map growth, and the table layouts (documented in catalog.c).
+ */
+#ifndef SLUICE_CORE_CATALOG_H
+#define SLUICE_CORE_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sl_catalog;
+struct sl_txn;
+
+enum sl_catalog_flags {
+	SL_CATALOG_RDONLY = 1 << 0, /* read-only env: `sluice status` */
+	SL_CATALOG_CREATE = 1 << 1, /* create the environment when missing */
+};
+
+enum sl_kind { SL_KIND_DIR = 1, SL_KIND_FILE = 2 };
+
+enum sl_state {
+	SL_STATE_NONE = 0,     /* folders */
+	SL_STATE_RECORDED = 1, /* durable (path, length); lands at release or recovery */
+	SL_STATE_LANDED = 2,   /* immutable, offered to queries */
+};
+
+enum sl_storage { SL_STORE_INLINE = 0, SL_STORE_BLOB = 1 };
+
+#define SL_NAME_MAX 255
+
+/* Fixed ids: inode numbers of the mount's fixed nodes. */
+enum {
+	SL_ID_ROOT = 1,     /* the mount root (FUSE_ROOT_ID) */
+	SL_ID_IN = 2,       /* in/: root of the landing namespace */
+	SL_ID_OUT = 3,      /* out/ */
+	SL_ID_CHECKPOINT = 4,
+	SL_ID_STATUS = 5,
+	SL_ID_ARCHIVE = 6,  /* archive/: a second namespace root */
+	SL_ID_LANDING_JSON = 7,
+	SL_ID_FIRST = 4096, /* first id the allocator hands out */
+};
+
+/* A file or folder of the namespace, as stored in the inode table. */
+struct sl_inode {
+	uint64_t id;
+	uint64_t parent;     /* folder id (SL_ID_IN for top-level names) */
+	uint8_t kind;        /* enum sl_kind */
+	uint8_t state;       /* enum sl_state */
+	uint8_t storage;     /* enum sl_storage */
+	uint32_t mode;       /* st_mode including the type bits */
+	uint32_t uid, gid;
+	int64_t mtime_ns;    /* the producer's mtime */
+	int64_t ctime_ns;    /* last change of the record */
+	uint64_t size;       /* bytes (recorded length for SL_STATE_RECORDED) */
+	int64_t landed_ns;   /* landing time, CLOCK_REALTIME; 0 until landed */
+	uint64_t seq;        /* landing sequence number, from 1; 0 until landed */
+	char name[SL_NAME_MAX + 1];
+};
+
+/*
+ * Opens (and with SL_CATALOG_CREATE creates) the environment in folder dir.
+ * Returns 0, an errno, SL_ECORRUPT or SL_EVERSION.
+ */
+int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out);
+
+/* Stops the commit thread (after draining its queue) and closes. NULL ok. */
+void sl_catalog_close(struct sl_catalog *cat);
+
+/*
+ * Starts the group commit thread. Before it, and in processes that never
+ * start it, sl_catalog_write() commits on the caller's thread.
+ */
+int sl_catalog_start(struct sl_catalog *cat);
+
+/* Begins a read transaction; end it with sl_txn_end(). Any thread. */
+int sl_catalog_read(struct sl_catalog *cat, struct sl_txn **out);
+void sl_txn_end(struct sl_txn *txn);
+
+/*
+ * A write applied inside a group commit. It may run more than once (when the
+ * map grows, or another request of its group fails), so it must depend only
+ * on the transaction's content and its arg, and change nothing else. A
+ * non-zero return drops this request's writes only.
+ */
+typedef int (*sl_apply_fn)(struct sl_txn *txn, void *arg);
+typedef void (*sl_done_fn)(void *arg, int rc);
+
+/*
+ * Runs fn in the next group commit and waits until that commit is durable.
+ * Returns fn's result, or the commit's error (ENOSPC, EIO, ...).
+ */
+int sl_catalog_write(struct sl_catalog *cat, sl_apply_fn fn, void *arg);
+
+/*
+ * Queues fn for the next group commit and returns at once; done(arg, rc) runs
+ * on the commit thread after the commit (or inline without a thread). done
+ * must not wait for another commit.
+ */
+int sl_catalog_write_async(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_done_fn done);
+
+/* Number of commits so far (for tests of group commit). */
+uint64_t sl_catalog_commits(struct sl_catalog *cat);
+
+/*
+ * Ids. sl_catalog_next_id() hands out ids from a range reserved durably in
+ * advance (one commit per range). *lo..*hi is the span of ids handed out by
+ * earlier processes whose fate is unknown (a crash): blobs there that no
+ * record names are leaks, see sl_blob_probe().
+ */
+int sl_catalog_next_id(struct sl_catalog *cat, uint64_t *id);
+void sl_catalog_unsettled(struct sl_catalog *cat, uint64_t *lo, uint64_t *hi);
+/* Marks every id below lo settled (durably at the next range reservation). */
+void sl_catalog_settle(struct sl_catalog *cat, uint64_t lo);
+
+/*
+ * Hooks the owner of the catalog installs before sl_catalog_start():
+ * live(ctx) returns the lowest id still in use by an unsettled object
+ * (UINT64_MAX for none), asked before each range reservation; group(txn,
+ * ctx) runs at the end of every group commit (counters ride along).
+ */
+void sl_catalog_set_hooks(struct sl_catalog *cat, uint64_t (*live)(void *ctx),
+			  sl_apply_fn group, void *ctx);
+
+/* Tables. Each returns 0, SL_NOTFOUND, or an error. */
+int sl_cat_inode_get(struct sl_txn *txn, uint64_t id, struct sl_inode *out);
+int sl_cat_inode_put(struct sl_txn *txn, const struct sl_inode *ino);
+int sl_cat_inode_del(struct sl_txn *txn, uint64_t id);
+
+int sl_cat_dirent_get(struct sl_txn *txn, uint64_t parent, const char *name, uint64_t *id);
+int sl_cat_dirent_put(struct sl_txn *txn, uint64_t parent, const char *name, uint64_t id);
+int sl_cat_dirent_del(struct sl_txn *txn, uint64_t parent, const char *name);
+/*
+ * Calls fn for each child of parent in name order, starting after `after`
+ * (NULL: from the first). fn returns non-zero to stop; that value is returned.
+ * name is borrowed until fn returns.
+ */
+int sl_cat_dirent_each(struct sl_txn *txn, uint64_t parent, const char *after,
+		       int (*fn)(void *ctx, const char *name, uint64_t id), void *ctx);
+
+/* Inline bytes of small files. *data is borrowed until the txn ends. */
+int sl_cat_data_get(struct sl_txn *txn, uint64_t id, const void **data, size_t *len);
+int sl_cat_data_put(struct sl_txn *txn, uint64_t id, const void *data, size_t len);
+int sl_cat_data_del(struct sl_txn *txn, uint64_t id);
+
+/* Recorded, not yet landed files (recovery lands them). */
+int sl_cat_pending_put(struct sl_txn *txn, uint64_t id);
+int sl_cat_pending_del(struct sl_txn *txn, uint64_t id);
+int sl_cat_pending_each(struct sl_txn *txn, int (*fn)(void *ctx, uint64_t id), void *ctx);
+
+/* Landing order: seq -> id. */
+int sl_cat_landed_put(struct sl_txn *txn, uint64_t seq, uint64_t id);
+int sl_cat_landed_del(struct sl_txn *txn, uint64_t seq);
+
+/* Named counters and settings. A missing key reads as 0. */
+int sl_cat_meta_get(struct sl_txn *txn, const char *key, uint64_t *val);
+int sl_cat_meta_put(struct sl_txn *txn, const char *key, uint64_t val);
+int sl_cat_meta_add(struct sl_txn *txn, const char *key, int64_t delta);
+/* Calls fn for each meta key starting with prefix. */
+int sl_cat_meta_each(struct sl_txn *txn, const char *prefix,
+		     int (*fn)(void *ctx, const char *key, uint64_t val), void *ctx);
+
+#endif

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The landing namespace: in/ (and archive/) as the FUSE layer and
+ * `sluice land` see it. In-flight files live in memory (staged in a buffer,
+ * spilled to a blob past SL_INLINE_MAX); landed files and folders live in the
+ * catalog. This module carries out DESIGN's landing rules: when a file lands,
+ * what is durable when, and which operations a landed file refuses.
+ *
+ * Thread rules: every function may be called from any thread.
+ */
+#ifndef SLUICE_CORE_LAND_H
+#define SLUICE_CORE_LAND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SL_ERRNO_MAX 256 /* refusals are counted for errno values below this */
+#define SL_INLINE_MAX 65536 /* landed files up to this size live inside LMDB */
+
+struct sl_land;
+struct sl_handle;
+
+struct sl_land_opts {
+	bool strict;       /* -o land=rename: only a rename lands */
+	const char *temp;  /* -o temp=GLOB:GLOB, NULL for the default list */
+};
+
+struct sl_attr {
+	uint64_t id;
+	uint32_t mode;     /* st_mode with type bits */
+	uint32_t uid, gid;
+	uint64_t size;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+	bool landed;       /* immutable: long cache timeouts are safe */
+};
+
+struct sl_land_counters {
+	uint64_t files_landed, bytes_landed; /* since the data dir was created */
+	uint64_t in_flight;                  /* created, not landed nor dropped */
+	uint64_t refused[SL_ERRNO_MAX];       /* by errno */
+};
+
+enum sl_setattr_flags {
+	SL_SET_MODE = 1 << 0,
+	SL_SET_UID = 1 << 1,
+	SL_SET_GID = 1 << 2,
+	SL_SET_SIZE = 1 << 3,
+	SL_SET_MTIME = 1 << 4,
+	SL_SET_MTIME_NOW = 1 << 5,
+	SL_SET_ATIME = 1 << 6, /* accepted and ignored: sluice keeps no atime */
+};
+
+struct sl_setattr {
+	unsigned flags;    /* enum sl_setattr_flags */
+	uint32_t mode, uid, gid;
+	uint64_t size;
+	int64_t mtime_ns;
+};
+
+/*
+ * Opens the data dir's catalog and blobs (both must exist, see
+ * sl_datadir_open) and recovers: recorded files land at their recorded
+ * length, unsettled blobs no record names are removed.
+ */
+int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl_land **out);
+/* Starts group commit: call in the process that serves (after a fork). */
+int sl_land_start(struct sl_land *l);
+/* Calls fn(ctx) after each landing (any thread). Set before serving. */
+void sl_land_set_wakeup(struct sl_land *l, void (*fn)(void *ctx), void *ctx);
+/* Drops in-flight files, lands recorded ones, closes. NULL ok. */
+void sl_land_close(struct sl_land *l);
+
+/* 0, ENOENT, or an error. */
+int sl_land_lookup(struct sl_land *l, uint64_t parent, const char *name, struct sl_attr *out);
+int sl_land_getattr(struct sl_land *l, uint64_t id, struct sl_attr *out);
+/* SL_ID_IN or SL_ID_ARCHIVE: which namespace root folder id is under. */
+int sl_land_root(struct sl_land *l, uint64_t id, uint64_t *root);
+
+/*
+ * Files. create/open return a new handle in *h, released by
+ * sl_land_release(). flags are open(2) flags.
+ */
+int sl_land_create(struct sl_land *l, uint64_t parent, const char *name, uint32_t mode,
+		   uint32_t uid, uint32_t gid, int flags, struct sl_handle **h, struct sl_attr *out);
+int sl_land_open_file(struct sl_land *l, uint64_t id, int flags, struct sl_handle **h,
+		      bool *landed);
+/* Reads up to size bytes at off into buf; *n is what was read. */
+int sl_land_read(struct sl_handle *h, void *buf, size_t size, off_t off, size_t *n);
+/* For zero-copy reads of a landed blob: its fd (borrowed), else -1. */
+int sl_land_read_fd(struct sl_handle *h);
+int sl_land_write(struct sl_handle *h, const void *buf, size_t size, off_t off);
+/*
+ * Zero-copy writes: sl_land_write_fd() readies the handle for a write of
+ * size bytes at off into a blob and returns its fd in *fd (borrowed), or -1
+ * when the bytes must go through sl_land_write(); the caller writes, then
+ * reports with sl_land_write_done() (err: the write's errno, or 0).
+ */
+int sl_land_write_fd(struct sl_handle *h, size_t size, off_t off, int *fd);
+int sl_land_write_done(struct sl_handle *h, size_t size, off_t off, int err);
+int sl_land_flush(struct sl_handle *h);
+int sl_land_fsync(struct sl_handle *h);
+void sl_land_release(struct sl_handle *h);
+int sl_land_fallocate(struct sl_handle *h, int mode, off_t off, off_t len);
+
+int sl_land_setattr(struct sl_land *l, uint64_t id, struct sl_handle *h,
+		    const struct sl_setattr *set, struct sl_attr *out);
+int sl_land_mkdir(struct sl_land *l, uint64_t parent, const char *name, uint32_t mode,
+		  uint32_t uid, uint32_t gid, struct sl_attr *out);
+int sl_land_rmdir(struct sl_land *l, uint64_t parent, const char *name);
+int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name);
+/* flags: 0, or RENAME_NOREPLACE; RENAME_EXCHANGE/WHITEOUT answer EINVAL. */
+int sl_land_rename(struct sl_land *l, uint64_t parent, const char *name, uint64_t newparent,
+		   const char *newname, unsigned flags);
+/* Counts an operation refused outside core (e.g. EPERM for link). */
+void sl_land_refused(struct sl_land *l, int err);
+
+/*
+ * Lists a folder: fn(ctx, name, attr) per entry, in-flight files included.
+ * fn returns non-zero to stop.
+ */
+int sl_land_list(struct sl_land *l, uint64_t dir,
+		 int (*fn)(void *ctx, const char *name, const struct sl_attr *a), void *ctx);
+
+void sl_land_counters(struct sl_land *l, struct sl_land_counters *out);
+
+/*
+ * `sluice land`: lands the local file src under folder `to` (a path under
+ * in/, created when missing; NULL or "" for in/ itself), keeping its name,
+ * mode and mtime. EISDIR for a folder, EEXIST for an existing name, EINVAL
+ * for a temporary name or a `to` leaving in/.
+ */
+int sl_land_local(struct sl_land *l, const char *src, const char *to);
+
+#endif

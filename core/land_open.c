@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Opening and closing the landing namespace: recovery (recorded files land
+ * at their recorded length, unsettled blobs no record names go), the
+ * orderly close, and `sluice land` of local files.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blob.h"
+#include "catalog.h"
+#include "err.h"
+#include "land.h"
+#include "land_int.h"
+#include "log.h"
+#include "temp.h"
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+struct ids {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int collect(void *ctx, uint64_t id)
+{
+	struct ids *ids = ctx;
+	if (ids->n == ids->cap) {
+		size_t cap = ids->cap ? ids->cap * 2 : 64;
+		uint64_t *v = realloc(ids->v, cap * sizeof(*v));
+		if (!v)
+			return ENOMEM;
+		ids->v = v;
+		ids->cap = cap;
+	}
+	ids->v[ids->n++] = id;
+	return 0;
+}
+
+struct recover {
+	struct ids ids;
+	int64_t now;
+	size_t landed;
+};
+
+static int recover_apply(struct sl_txn *t, void *arg)
+{
+	struct recover *r = arg;
+	int rc;
+
+	r->landed = 0;
+	for (size_t k = 0; k < r->ids.n; k++) {
+		struct sl_inode i;
+		rc = sl_cat_inode_get(t, r->ids.v[k], &i);
+		if (rc == SL_NOTFOUND) {
+			rc = sl_cat_pending_del(t, r->ids.v[k]);
+			if (rc)
+				return rc;
+			continue;
+		}
+		if (rc)
+			return rc;
+		if (i.state != SL_STATE_RECORDED) {
+			if ((rc = sl_cat_pending_del(t, i.id)))
+				return rc;
+			continue;
+		}
+		i.landed_ns = r->now;
+		if ((rc = land_in_txn(t, &i)) || (rc = sl_cat_inode_put(t, &i)))
+			return rc;
+		r->landed++;
+	}
+	return 0;
+}
+
+/* Recorded files land at their last recorded length. */
+static int land_recorded(struct sl_land *l)
+{
+	struct recover r = {.now = now_ns()};
+	struct sl_txn *t;
+	int rc;
+
+	if ((rc = sl_catalog_read(l->cat, &t)))
+		return rc;
+	rc = sl_cat_pending_each(t, collect, &r.ids);
+	/* blob-backed records: cut bytes written after the record */
+	for (size_t k = 0; rc == 0 && k < r.ids.n; k++) {
+		struct sl_inode i;
+		int fd;
+		if (sl_cat_inode_get(t, r.ids.v[k], &i) || i.storage != SL_STORE_BLOB ||
+		    i.state != SL_STATE_RECORDED)
+			continue;
+		rc = sl_blob_open(l->blobs, i.id, O_RDWR, &fd);
+		if (rc == 0) {
+			struct stat st;
+			if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < i.size)
+				rc = SL_ECORRUPT;
+			else if (ftruncate(fd, (off_t)i.size) || fsync(fd))
+				rc = errno;
+			close(fd);
+		}
+		if (rc)
+			sl_log(SL_LOG_ERR, "cannot recover '%s' (id %" PRIu64 "): %s", i.name, i.id,
+			       sl_strerror(rc));
+	}
+	sl_txn_end(t);
+	if (rc == 0 && r.ids.n)
+		rc = sl_catalog_write(l->cat, recover_apply, &r);
+	if (rc == 0 && r.landed)
+		sl_log(SL_LOG_INFO, "recovery landed %zu recorded file(s)", r.landed);
+	free(r.ids.v);
+	return rc;
+}
+
+/*
+ * Blobs of ids handed out by a process that did not close cleanly, and
+ * that no record names, are staged bytes of files that never landed.
+ */
+static int probe_blobs(struct sl_land *l)
+{
+	uint64_t lo, hi;
+	struct sl_txn *t;
+	size_t removed = 0;
+	int rc;
+
+	sl_catalog_unsettled(l->cat, &lo, &hi);
+	if (lo >= hi)
+		return 0;
+	if ((rc = sl_catalog_read(l->cat, &t)))
+		return rc;
+	for (uint64_t id = lo; id < hi && rc == 0; id++) {
+		struct sl_inode i;
+		int e = sl_blob_exists(l->blobs, id);
+		if (e < 0)
+			rc = -e;
+		if (e <= 0)
+			continue;
+		int g = sl_cat_inode_get(t, id, &i);
+		if (g == 0 && i.storage == SL_STORE_BLOB && i.kind == SL_KIND_FILE)
+			continue;
+		if (g && g != SL_NOTFOUND) {
+			rc = g;
+			break;
+		}
+		rc = sl_blob_unlink(l->blobs, id);
+		removed++;
+	}
+	sl_txn_end(t);
+	if (rc == 0) {
+		sl_catalog_settle(l->cat, hi);
+		if (removed)
+			sl_log(SL_LOG_INFO, "removed %zu blob(s) of files that never landed", removed);
+	}
+	return rc;
+}
+
+int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl_land **out)
+{
+	struct sl_land *l;
+	char path[4096];
+	int rc;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return ENOMEM;
+	l->by_id = calloc(LAND_NBUCKET, sizeof(*l->by_id));
+	l->by_name = calloc(LAND_NBUCKET, sizeof(*l->by_name));
+	if (!l->by_id || !l->by_name) {
+		rc = ENOMEM;
+		goto free_l;
+	}
+	l->strict = opts && opts->strict;
+	pthread_rwlockattr_t ra;
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&l->op, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	pthread_mutex_init(&l->mu, NULL);
+	if ((rc = sl_temp_new(opts ? opts->temp : NULL, &l->temp)))
+		goto free_l;
+	snprintf(path, sizeof(path), "%s/catalog", datadir);
+	if ((rc = sl_catalog_open(path, 0, &l->cat)))
+		goto free_temp;
+	if ((rc = sl_blobs_open(datadir, 0, &l->blobs)))
+		goto close_cat;
+	if ((rc = land_recorded(l)) || (rc = probe_blobs(l)))
+		goto close_blobs;
+
+	struct sl_txn *t;
+	if ((rc = sl_catalog_read(l->cat, &t)))
+		goto close_blobs;
+	rc = sl_cat_meta_each(t, "refused.", land_load_refused, l);
+	sl_txn_end(t);
+	if (rc)
+		goto close_blobs;
+	sl_catalog_set_hooks(l->cat, land_lowest_live, land_counters_apply, l);
+	/* in_flight as `sluice status` sees it starts again from zero */
+	if ((rc = sl_catalog_write(l->cat, land_counters_apply, l)))
+		goto close_blobs;
+	*out = l;
+	return 0;
+
+close_blobs:
+	sl_blobs_close(l->blobs);
+close_cat:
+	sl_catalog_close(l->cat);
+free_temp:
+	sl_temp_free(l->temp);
+free_l:
+	free(l->by_id);
+	free(l->by_name);
+	free(l);
+	return rc;
+}
+
+int sl_land_start(struct sl_land *l)
+{
+	return sl_catalog_start(l->cat);
+}
+
+void sl_land_set_wakeup(struct sl_land *l, void (*fn)(void *ctx), void *ctx)
+{
+	l->on_land = fn;
+	l->on_land_ctx = ctx;
+}
+
+void sl_land_close(struct sl_land *l)
+{
+	if (!l)
+		return;
+	land_drop_nodes(l);
+	sl_catalog_write(l->cat, land_counters_apply, l);
+	/* every id handed out is accounted for now */
+	sl_catalog_settle(l->cat, UINT64_MAX);
+	sl_catalog_close(l->cat);
+	sl_blobs_close(l->blobs);
+	sl_temp_free(l->temp);
+	pthread_rwlock_destroy(&l->op);
+	pthread_mutex_destroy(&l->mu);
+	free(l->by_id);
+	free(l->by_name);
+	free(l);
+}
+
+/* ---- sluice land ---- */
+
+struct mkdir_p {
+	uint64_t parent;
+	struct sl_inode ino;
+};
+
+static int mkdir_p_apply(struct sl_txn *t, void *arg)
+{
+	struct mkdir_p *m = arg;
+	int rc = sl_cat_inode_put(t, &m->ino);
+	if (rc)
+		return rc;
+	return sl_cat_dirent_put(t, m->ino.parent, m->ino.name, m->ino.id);
+}
+
+/* Resolves (creating) folder `to` under in/; EINVAL when it leaves in/. */
+static int resolve_to(struct sl_land *l, const char *to, uint64_t *dir)
+{
+	char *copy, *save = NULL;
+	uint64_t cur = SL_ID_IN;
+	int rc = 0;
+
+	if (!to || !*to) {
+		*dir = cur;
+		return 0;
+	}
+	if (to[0] == '/')
+		return EINVAL;
+	copy = strdup(to);
+	if (!copy)
+		return ENOMEM;
+	for (char *c = strtok_r(copy, "/", &save); c && rc == 0; c = strtok_r(NULL, "/", &save)) {
+		struct sl_txn *t;
+		struct sl_inode i;
+		uint64_t id;
+		if (!strcmp(c, ".") || !strcmp(c, "..") || strlen(c) > SL_NAME_MAX) {
+			rc = EINVAL;
+			break;
+		}
+		if ((rc = sl_catalog_read(l->cat, &t)))
+			break;
+		rc = sl_cat_dirent_get(t, cur, c, &id);
+		if (rc == 0)
+			rc = sl_cat_inode_get(t, id, &i);
+		sl_txn_end(t);
+		if (rc == 0) {
+			if (i.kind != SL_KIND_DIR)
+				rc = ENOTDIR;
+			cur = id;
+			continue;
+		}
+		if (rc != SL_NOTFOUND)
+			break;
+		struct mkdir_p m = {0};
+		if ((rc = sl_catalog_next_id(l->cat, &m.ino.id)))
+			break;
+		m.ino.parent = cur;
+		m.ino.kind = SL_KIND_DIR;
+		m.ino.mode = S_IFDIR | 0755;
+		m.ino.uid = getuid();
+		m.ino.gid = getgid();
+		m.ino.mtime_ns = m.ino.ctime_ns = now_ns();
+		strcpy(m.ino.name, c);
+		rc = sl_catalog_write(l->cat, mkdir_p_apply, &m);
+		cur = m.ino.id;
+	}
+	free(copy);
+	if (rc == 0)
+		*dir = cur;
+	return rc;
+}
+
+static int copy_fd(int in, int out, uint64_t size)
+{
+	char buf[1 << 16];
+	uint64_t done = 0;
+
+	while (done < size) {
+		ssize_t r = read(in, buf, sizeof(buf));
+		if (r < 0)
+			return errno;
+		if (r == 0)
+			return EIO; /* shrank while copying */
+		for (ssize_t w = 0; w < r;) {
+			ssize_t n = write(out, buf + w, (size_t)(r - w));
+			if (n < 0)
+				return errno;
+			w += n;
+		}
+		done += (uint64_t)r;
+	}
+	return 0;
+}
+
+int sl_land_local(struct sl_land *l, const char *src, const char *to)
+{
+	struct rec r;
+	struct stat st;
+	char *copy, *name;
+	int in, out = -1, rc;
+
+	copy = strdup(src);
+	if (!copy)
+		return ENOMEM;
+	name = basename(copy);
+	memset(&r, 0, sizeof(r));
+	if (strlen(name) > SL_NAME_MAX) {
+		rc = ENAMETOOLONG;
+		goto free_copy;
+	}
+	if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || sl_temp_match(l->temp, name)) {
+		rc = EINVAL;
+		goto free_copy;
+	}
+	strcpy(r.ino.name, name);
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		rc = errno;
+		goto free_copy;
+	}
+	if (fstat(in, &st)) {
+		rc = errno;
+		goto close_in;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		rc = EISDIR;
+		goto close_in;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = EINVAL;
+		goto close_in;
+	}
+	if ((rc = resolve_to(l, to, &r.ino.parent)))
+		goto close_in;
+	{
+		struct sl_txn *t;
+		uint64_t other;
+		bool temp = false;
+		if ((rc = sl_catalog_read(l->cat, &t)))
+			goto close_in;
+		rc = sl_cat_dirent_get(t, r.ino.parent, name, &other) == 0 ? EEXIST : 0;
+		if (rc == 0) {
+			/* a temp folder in --to makes the whole path temporary */
+			uint64_t p = r.ino.parent;
+			struct sl_inode d;
+			while (rc == 0 && p != SL_ID_IN && !temp) {
+				rc = sl_cat_inode_get(t, p, &d);
+				temp = rc == 0 && sl_temp_match(l->temp, d.name);
+				p = d.parent;
+			}
+			if (rc == 0 && temp)
+				rc = EINVAL;
+		}
+		sl_txn_end(t);
+		if (rc)
+			goto close_in;
+	}
+	if ((rc = sl_catalog_next_id(l->cat, &r.ino.id)))
+		goto close_in;
+	r.ino.kind = SL_KIND_FILE;
+	r.ino.mode = S_IFREG | (st.st_mode & 07777);
+	r.ino.uid = st.st_uid;
+	r.ino.gid = st.st_gid;
+	r.ino.mtime_ns = st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+	r.ino.ctime_ns = now_ns();
+	r.ino.size = (uint64_t)st.st_size;
+	r.ino.landed_ns = now_ns();
+	r.land = true;
+	r.excl = true;
+	if (r.ino.size <= SL_INLINE_MAX) {
+		r.ino.storage = SL_STORE_INLINE;
+		r.data = malloc(r.ino.size ? r.ino.size : 1);
+		if (!r.data) {
+			rc = ENOMEM;
+			goto close_in;
+		}
+		ssize_t got = pread(in, r.data, r.ino.size, 0);
+		if (got != (ssize_t)r.ino.size) {
+			rc = got < 0 ? errno : EIO;
+			goto close_in;
+		}
+	} else {
+		r.ino.storage = SL_STORE_BLOB;
+		if ((rc = sl_blob_create(l->blobs, r.ino.id, &out)))
+			goto close_in;
+		rc = copy_fd(in, out, r.ino.size);
+		if (rc == 0 && fsync(out))
+			rc = errno;
+		if (rc == 0)
+			rc = sl_blob_sync_name(l->blobs, r.ino.id);
+		if (rc)
+			goto unlink_blob;
+	}
+	rc = sl_catalog_write(l->cat, land_rec_apply, &r);
+	if (rc == 0)
+		goto close_in;
+unlink_blob:
+	if (out >= 0)
+		sl_blob_unlink(l->blobs, r.ino.id);
+close_in:
+	if (out >= 0)
+		close(out);
+	close(in);
+free_copy:
+	free(r.data);
+	free(copy);
+	return rc;
+}

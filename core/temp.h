@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Temp patterns: a path is temporary when any component matches one of the
+ * globs (fnmatch(3), a leading dot matched by "*" too). The default list covers rsync, gio, vim,
+ * emacs, browsers, WinSCP and Hadoop clients.
+ */
+#ifndef SLUICE_CORE_TEMP_H
+#define SLUICE_CORE_TEMP_H
+
+#include <stdbool.h>
+
+struct sl_temp;
+
+/* The default list as a -o temp= string. */
+#define SL_TEMP_DEFAULT ".*:*.tmp:*.part:*.partial:*.filepart:*.crdownload:*._COPYING_:*~:#*#:4913"
+
+/* Parses "GLOB:GLOB..." (NULL: the default). EINVAL for an empty glob. */
+int sl_temp_new(const char *spec, struct sl_temp **out);
+void sl_temp_free(struct sl_temp *t);
+
+/* true when one path component (no '/') is temporary. */
+bool sl_temp_match(const struct sl_temp *t, const char *name);
+
+#endif

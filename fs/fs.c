@@ -1,0 +1,882 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The FUSE layer: maps each low-level FUSE request onto one core call.
+ *
+ * Why the low-level API: catalog ids serve as inode numbers, so no path
+ * tree is kept in memory, lookups go straight to LMDB, and no file
+ * descriptor is kept per inode (the machine caps open files at 20,000).
+ * Landed files are immutable, so their entries and attributes are cached
+ * for a day and their pages kept (keep_cache); rendered files (status/) are
+ * produced at open and served with direct_io.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "err.h"
+#include "fs.h"
+#include "json.h"
+#include "land.h"
+#include "log.h"
+
+#define LONG_TIMEOUT 86400.0  /* landed files and folders: immutable or ours */
+#define SHORT_TIMEOUT 1.0     /* in-flight entries: a poisoned name may vanish */
+
+struct fs {
+	const struct sl_fs_args *args;
+	struct sl_land *land;
+	struct fuse_session *se;
+	int init_error;            /* errno when init could not open the catalog */
+};
+
+/* A rendered file's bytes, made at open. */
+struct rendered {
+	char *data;
+	size_t len;
+};
+
+/* What a file handle (fi->fh) points at. */
+struct fh {
+	struct sl_handle *h;       /* a file of in/ or archive/ */
+	struct rendered r;         /* or a rendered file */
+};
+
+struct dent {
+	char *name;
+	struct sl_attr a;
+};
+
+struct dirsnap {
+	struct dent *v;
+	size_t n, cap;
+};
+
+static struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static int fs_errno(int rc)
+{
+	if (rc >= 0)
+		return rc;
+	switch (rc) {
+	case SL_NOTFOUND: return ENOENT;
+	case SL_EMAPFULL: return ENOSPC;
+	}
+	return EIO;
+}
+
+static bool is_virtual_dir(fuse_ino_t ino)
+{
+	return ino == SL_ID_ROOT || ino == SL_ID_OUT || ino == SL_ID_CHECKPOINT ||
+	       ino == SL_ID_STATUS;
+}
+
+static void fill_stat(const struct sl_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->id;
+	st->st_mode = a->mode;
+	/* 1 for folders: tells find(1) not to count subfolders by link count */
+	st->st_nlink = 1;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_size = (off_t)a->size;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+	st->st_mtim.tv_sec = a->mtime_ns / 1000000000;
+	st->st_mtim.tv_nsec = a->mtime_ns % 1000000000;
+	st->st_atim = st->st_mtim;
+	st->st_ctim.tv_sec = a->ctime_ns / 1000000000;
+	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
+}
+
+static int render_landing(struct fs *fs, struct rendered *r)
+{
+	struct sl_land_counters *c = malloc(sizeof(*c));
+	int rc;
+
+	if (!c)
+		return ENOMEM;
+	sl_land_counters(fs->land, c);
+	rc = sl_json_landing(c, &r->data, &r->len);
+	free(c);
+	return rc;
+}
+
+/* Attributes of the fixed nodes outside the catalog. */
+static int virtual_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->id = ino;
+	a->mtime_ns = a->ctime_ns = 0;
+	if (is_virtual_dir(ino)) {
+		a->mode = S_IFDIR | 0555;
+		return 0;
+	}
+	if (ino == SL_ID_LANDING_JSON) {
+		struct rendered r;
+		int rc = render_landing(fs, &r);
+		if (rc)
+			return rc;
+		a->mode = S_IFREG | 0444;
+		a->size = r.len;
+		free(r.data);
+		return 0;
+	}
+	return ENOENT;
+}
+
+static int get_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
+{
+	if (ino < SL_ID_FIRST && ino != SL_ID_IN && ino != SL_ID_ARCHIVE)
+		return virtual_attr(fs, ino, a);
+	return fs_errno(sl_land_getattr(fs->land, ino, a));
+}
+
+/* Which namespace root a catalog id lives under (0 for fixed nodes). */
+static uint64_t root_of(struct fs *fs, fuse_ino_t ino)
+{
+	uint64_t root = 0;
+	if (ino == SL_ID_IN || ino == SL_ID_ARCHIVE)
+		return ino;
+	if (ino < SL_ID_FIRST)
+		return 0;
+	if (sl_land_root(fs->land, ino, &root))
+		return 0;
+	return root;
+}
+
+static void reply_entry(fuse_req_t req, const struct sl_attr *a, bool cache)
+{
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	e.ino = a->id;
+	fill_stat(a, &e.attr);
+	if (cache) {
+		bool dir = S_ISDIR(a->mode);
+		e.entry_timeout = a->landed || dir ? LONG_TIMEOUT : SHORT_TIMEOUT;
+		/* folder attributes change as producers work in them */
+		e.attr_timeout = a->landed ? LONG_TIMEOUT : dir ? SHORT_TIMEOUT : 0;
+	}
+	fuse_reply_entry(req, &e);
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct fs *fs = userdata;
+	struct sl_land_opts o = {.strict = fs->args->strict, .temp = fs->args->temp};
+	int rc;
+
+	/* write_buf: WRITE payloads arrive by splice */
+	if (conn->capable & FUSE_CAP_SPLICE_READ)
+		conn->want |= FUSE_CAP_SPLICE_READ;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+	/* landing needs every write to reach us before FLUSH: write-through */
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	conn->want |= FUSE_CAP_ATOMIC_O_TRUNC & conn->capable;
+
+	/* the catalog is opened here, after the fork of fuse_daemonize() */
+	rc = sl_land_open(fs->args->datadir, &o, &fs->land);
+	if (rc == 0 && (rc = sl_land_start(fs->land))) {
+		sl_land_close(fs->land);
+		fs->land = NULL;
+	}
+	if (rc) {
+		sl_log(SL_LOG_ERR, "cannot open catalog of '%s': %s", fs->args->datadir,
+		       sl_strerror(rc));
+		fs->init_error = fs_errno(rc);
+		fuse_session_exit(fs->se);
+	}
+}
+
+static void fs_destroy(void *userdata)
+{
+	struct fs *fs = userdata;
+	sl_land_close(fs->land);
+	fs->land = NULL;
+}
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	static const struct {
+		const char *name;
+		fuse_ino_t ino;
+	} top[] = {{"in", SL_ID_IN},		 {"out", SL_ID_OUT},
+		   {"checkpoint", SL_ID_CHECKPOINT}, {"status", SL_ID_STATUS},
+		   {"archive", SL_ID_ARCHIVE}};
+	struct fs *fs = fs_of(req);
+	struct sl_attr a;
+	int rc = ENOENT;
+
+	if (parent == SL_ID_ROOT) {
+		for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
+			if (!strcmp(name, top[i].name))
+				rc = get_attr(fs, top[i].ino, &a);
+	} else if (parent == SL_ID_STATUS) {
+		if (!strcmp(name, "landing.json"))
+			rc = virtual_attr(fs, SL_ID_LANDING_JSON, &a);
+	} else if (parent == SL_ID_OUT || parent == SL_ID_CHECKPOINT) {
+		rc = ENOENT;
+	} else {
+		rc = fs_errno(sl_land_lookup(fs->land, parent, name, &a));
+		if (rc == ENOENT && root_of(fs, parent) == SL_ID_IN) {
+			/* in/ changes only through this mount: negative entries hold */
+			struct fuse_entry_param e = {.ino = 0, .entry_timeout = LONG_TIMEOUT};
+			fuse_reply_entry(req, &e);
+			return;
+		}
+		if (rc == 0) {
+			reply_entry(req, &a, true);
+			return;
+		}
+	}
+	if (rc) {
+		fuse_reply_err(req, rc);
+		return;
+	}
+	/* fixed nodes outside in/: no long caching, core may change them */
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = a.id;
+	fill_stat(&a, &e.attr);
+	e.entry_timeout = SHORT_TIMEOUT;
+	e.attr_timeout = a.id == SL_ID_LANDING_JSON ? 0 : SHORT_TIMEOUT;
+	fuse_reply_entry(req, &e);
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct sl_attr a;
+	struct stat st;
+	int rc;
+
+	(void)fi;
+	rc = get_attr(fs, ino, &a);
+	if (rc) {
+		fuse_reply_err(req, rc);
+		return;
+	}
+	fill_stat(&a, &st);
+	fuse_reply_attr(req, &st,
+			a.landed ? LONG_TIMEOUT : S_ISDIR(a.mode) ? SHORT_TIMEOUT : 0);
+}
+
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct sl_setattr s = {0};
+	struct sl_attr a;
+	struct stat st;
+	int rc;
+
+	if (root_of(fs, ino) != SL_ID_IN) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		s.flags |= SL_SET_MODE;
+		s.mode = attr->st_mode;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		s.flags |= SL_SET_UID;
+		s.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		s.flags |= SL_SET_GID;
+		s.gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		s.flags |= SL_SET_SIZE;
+		s.size = (uint64_t)attr->st_size;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		s.flags |= SL_SET_MTIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		s.flags |= SL_SET_MTIME;
+		s.mtime_ns = attr->st_mtim.tv_sec * 1000000000ll + attr->st_mtim.tv_nsec;
+	}
+	rc = sl_land_setattr(fs->land, ino, fi ? ((struct fh *)fi->fh)->h : NULL, &s, &a);
+	if (rc) {
+		fuse_reply_err(req, fs_errno(rc));
+		return;
+	}
+	fill_stat(&a, &st);
+	fuse_reply_attr(req, &st, a.landed ? LONG_TIMEOUT : 0);
+}
+
+/* Mutations: allowed in in/; archive/ allows unlink and rmdir only. */
+static int writable(struct fs *fs, fuse_ino_t parent, bool removal)
+{
+	uint64_t root = root_of(fs, parent);
+	if (root == SL_ID_IN || (removal && root == SL_ID_ARCHIVE))
+		return 0;
+	return EROFS;
+}
+
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	struct fs *fs = fs_of(req);
+	int rc = writable(fs, parent, false);
+
+	(void)name, (void)mode, (void)rdev;
+	if (rc == 0) {
+		rc = EPERM;
+		sl_land_refused(fs->land, rc);
+	}
+	fuse_reply_err(req, rc);
+}
+
+static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct fs *fs = fs_of(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct sl_attr a;
+	int rc = writable(fs, parent, false);
+
+	if (rc == 0)
+		rc = fs_errno(sl_land_mkdir(fs->land, parent, name, mode, ctx->uid, ctx->gid, &a));
+	if (rc)
+		fuse_reply_err(req, rc);
+	else
+		reply_entry(req, &a, true);
+}
+
+static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	int rc = writable(fs, parent, true);
+
+	if (rc == 0)
+		rc = fs_errno(sl_land_unlink(fs->land, parent, name));
+	fuse_reply_err(req, rc);
+}
+
+static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	int rc = writable(fs, parent, true);
+
+	if (rc == 0)
+		rc = fs_errno(sl_land_rmdir(fs->land, parent, name));
+	fuse_reply_err(req, rc);
+}
+
+static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link;
+	fs_mknod(req, parent, name, 0, 0);
+}
+
+static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino;
+	/* EPERM: OpenSSH's sftp-server then falls back to rename */
+	fs_mknod(req, newparent, newname, 0, 0);
+}
+
+static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	struct fs *fs = fs_of(req);
+	int rc = writable(fs, parent, false);
+
+	if (rc == 0)
+		rc = writable(fs, newparent, false);
+	if (rc == 0)
+		rc = fs_errno(sl_land_rename(fs->land, parent, name, newparent, newname, flags));
+	fuse_reply_err(req, rc);
+}
+
+static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fh *f;
+	struct sl_attr a;
+	int rc = writable(fs, parent, false);
+
+	if (rc) {
+		fuse_reply_err(req, rc);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = fs_errno(sl_land_create(fs->land, parent, name, mode, ctx->uid, ctx->gid, fi->flags,
+				     &f->h, &a));
+	if (rc) {
+		free(f);
+		fuse_reply_err(req, rc);
+		return;
+	}
+	fi->fh = (uintptr_t)f;
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = a.id;
+	fill_stat(&a, &e.attr);
+	e.entry_timeout = SHORT_TIMEOUT;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		/* interrupted: the kernel will not release it */
+		sl_land_release(f->h);
+		free(f);
+	}
+}
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	bool wr = (fi->flags & O_ACCMODE) != O_RDONLY;
+	bool landed = false;
+	struct fh *f;
+	int rc;
+
+	if (is_virtual_dir(ino)) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (ino == SL_ID_LANDING_JSON) {
+		rc = wr || (fi->flags & O_TRUNC) ? EROFS : render_landing(fs, &f->r);
+		fi->direct_io = 1;
+	} else {
+		uint64_t root = root_of(fs, ino);
+		if (root != SL_ID_IN && (wr || (fi->flags & O_TRUNC)))
+			rc = EROFS;
+		else
+			rc = fs_errno(sl_land_open_file(fs->land, ino, fi->flags, &f->h, &landed));
+		/* landed bytes never change: let the kernel keep its cache */
+		fi->keep_cache = landed;
+	}
+	if (rc) {
+		free(f);
+		fuse_reply_err(req, rc);
+		return;
+	}
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		if (f->h)
+			sl_land_release(f->h);
+		free(f->r.data);
+		free(f);
+	}
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fh *f = (struct fh *)fi->fh;
+	size_t n = 0;
+	char *buf;
+	int rc, fd;
+
+	(void)ino;
+	if (!f->h) {
+		if ((size_t)off < f->r.len)
+			n = f->r.len - (size_t)off < size ? f->r.len - (size_t)off : size;
+		fuse_reply_buf(req, f->r.data + off, n);
+		return;
+	}
+	fd = sl_land_read_fd(f->h);
+	if (fd >= 0) {
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		bv.buf[0].fd = fd;
+		bv.buf[0].pos = off;
+		fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+		return;
+	}
+	buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = sl_land_read(f->h, buf, size, off, &n);
+	if (rc)
+		fuse_reply_err(req, fs_errno(rc));
+	else
+		fuse_reply_buf(req, buf, n);
+	free(buf);
+}
+
+static void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+			 struct fuse_file_info *fi)
+{
+	struct fh *f = (struct fh *)fi->fh;
+	size_t size = fuse_buf_size(in);
+	ssize_t n;
+	int fd = -1, rc;
+
+	(void)ino;
+	if (!f->h) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	rc = sl_land_write_fd(f->h, size, off, &fd);
+	if (rc) {
+		fuse_reply_err(req, fs_errno(rc));
+		return;
+	}
+	if (fd >= 0) {
+		struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
+		out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		out.buf[0].fd = fd;
+		out.buf[0].pos = off;
+		n = fuse_buf_copy(&out, in, 0);
+		if (n >= 0 && (size_t)n != size)
+			n = -EIO; /* a short write into a blob: the disk filled */
+		rc = sl_land_write_done(f->h, n < 0 ? 0 : size, off, n < 0 ? (int)-n : 0);
+	} else {
+		char *buf = malloc(size ? size : 1);
+		struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		out.buf[0].mem = buf;
+		n = fuse_buf_copy(&out, in, 0);
+		rc = n < 0 ? (int)-n : sl_land_write(f->h, buf, (size_t)n, off);
+		size = n < 0 ? 0 : (size_t)n;
+		free(buf);
+	}
+	if (rc)
+		fuse_reply_err(req, fs_errno(rc));
+	else
+		fuse_reply_write(req, size);
+}
+
+static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fh *f = (struct fh *)fi->fh;
+	(void)ino;
+	fuse_reply_err(req, f->h ? fs_errno(sl_land_flush(f->h)) : 0);
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fh *f = (struct fh *)fi->fh;
+	(void)ino;
+	if (f->h)
+		sl_land_release(f->h);
+	free(f->r.data);
+	free(f);
+	fuse_reply_err(req, 0);
+}
+
+static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct fh *f = (struct fh *)fi->fh;
+	(void)ino, (void)datasync;
+	fuse_reply_err(req, f->h ? fs_errno(sl_land_fsync(f->h)) : 0);
+}
+
+static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	struct fh *f = (struct fh *)fi->fh;
+	(void)ino;
+	fuse_reply_err(req, f->h ? fs_errno(sl_land_fallocate(f->h, mode, off, len)) : EROFS);
+}
+
+static int snap_add(void *ctx, const char *name, const struct sl_attr *a)
+{
+	struct dirsnap *d = ctx;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 32;
+		struct dent *v = realloc(d->v, cap * sizeof(*v));
+		if (!v)
+			return ENOMEM;
+		d->v = v;
+		d->cap = cap;
+	}
+	d->v[d->n].name = strdup(name);
+	if (!d->v[d->n].name)
+		return ENOMEM;
+	d->v[d->n++].a = *a;
+	return 0;
+}
+
+static void snap_free(struct dirsnap *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->n; i++)
+		free(d->v[i].name);
+	free(d->v);
+	free(d);
+}
+
+static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct dirsnap *d = calloc(1, sizeof(*d));
+	struct sl_attr a;
+	int rc;
+
+	if (!d) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = get_attr(fs, ino, &a);
+	if (rc == 0 && !S_ISDIR(a.mode))
+		rc = ENOTDIR;
+	if (rc == 0)
+		rc = snap_add(d, ".", &a);
+	if (rc == 0 && ino != SL_ID_ROOT) {
+		struct sl_attr up;
+		rc = get_attr(fs, SL_ID_ROOT, &up);
+		if (rc == 0)
+			rc = snap_add(d, "..", &up);
+	}
+	if (rc == 0 && ino == SL_ID_ROOT) {
+		static const fuse_ino_t kids[] = {SL_ID_IN, SL_ID_OUT, SL_ID_CHECKPOINT,
+						  SL_ID_STATUS, SL_ID_ARCHIVE};
+		static const char *names[] = {"in", "out", "checkpoint", "status", "archive"};
+		rc = snap_add(d, "..", &a);
+		for (size_t i = 0; i < 5 && rc == 0; i++) {
+			struct sl_attr k;
+			rc = get_attr(fs, kids[i], &k);
+			if (rc == 0)
+				rc = snap_add(d, names[i], &k);
+		}
+	} else if (rc == 0 && ino == SL_ID_STATUS) {
+		struct sl_attr k;
+		rc = virtual_attr(fs, SL_ID_LANDING_JSON, &k);
+		if (rc == 0)
+			rc = snap_add(d, "landing.json", &k);
+	} else if (rc == 0 && !is_virtual_dir(ino)) {
+		rc = fs_errno(sl_land_list(fs->land, ino, snap_add, d));
+	}
+	if (rc) {
+		snap_free(d);
+		fuse_reply_err(req, rc);
+		return;
+	}
+	fi->fh = (uintptr_t)d;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		snap_free(d);
+}
+
+static void readdir_common(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
+			   bool plus)
+{
+	struct dirsnap *d = (struct dirsnap *)fi->fh;
+	char *buf = malloc(size);
+	size_t pos = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = (size_t)off; i < d->n; i++) {
+		struct dent *e = &d->v[i];
+		size_t need;
+		if (plus) {
+			struct fuse_entry_param p;
+			memset(&p, 0, sizeof(p));
+			p.ino = e->a.id;
+			fill_stat(&e->a, &p.attr);
+			bool dot = !strcmp(e->name, ".") || !strcmp(e->name, "..");
+			if (!dot && e->a.id >= SL_ID_FIRST) {
+				p.entry_timeout = e->a.landed || S_ISDIR(e->a.mode) ? LONG_TIMEOUT
+										   : SHORT_TIMEOUT;
+				p.attr_timeout = e->a.landed ? LONG_TIMEOUT : 0;
+			}
+			need = fuse_add_direntry_plus(req, buf + pos, size - pos, e->name, &p,
+						      (off_t)i + 1);
+		} else {
+			struct stat st;
+			fill_stat(&e->a, &st);
+			need = fuse_add_direntry(req, buf + pos, size - pos, e->name, &st,
+						 (off_t)i + 1);
+		}
+		if (need > size - pos)
+			break;
+		pos += need;
+	}
+	fuse_reply_buf(req, buf, pos);
+	free(buf);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	readdir_common(req, size, off, fi, false);
+}
+
+static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)ino;
+	readdir_common(req, size, off, fi, true);
+}
+
+static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	snap_free((struct dirsnap *)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fs_of(req);
+	struct statvfs sv;
+
+	(void)ino;
+	if (statvfs(fs->args->datadir, &sv)) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	sv.f_namemax = SL_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+	.init = fs_init,
+	.destroy = fs_destroy,
+	.lookup = fs_lookup,
+	.getattr = fs_getattr,
+	.setattr = fs_setattr,
+	.mknod = fs_mknod,
+	.mkdir = fs_mkdir,
+	.unlink = fs_unlink,
+	.rmdir = fs_rmdir,
+	.symlink = fs_symlink,
+	.rename = fs_rename,
+	.link = fs_link,
+	.open = fs_open,
+	.read = fs_read,
+	.write_buf = fs_write_buf,
+	.flush = fs_flush,
+	.release = fs_release,
+	.fsync = fs_fsync,
+	.opendir = fs_opendir,
+	.readdir = fs_readdir,
+	.readdirplus = fs_readdirplus,
+	.releasedir = fs_releasedir,
+	.statfs = fs_statfs,
+	.create = fs_create,
+	.fallocate = fs_fallocate,
+	/* no xattr callbacks: ENOSYS, so the kernel stops asking */
+};
+
+/* ---- logging and the main loop ---- */
+
+static void log_stderr(enum sl_log_level level, const char *msg, void *ctx)
+{
+	(void)ctx;
+	fprintf(stderr, "sluice: %s%s\n", level <= SL_LOG_ERR ? "error: " : "", msg);
+}
+
+static void log_syslog(enum sl_log_level level, const char *msg, void *ctx)
+{
+	(void)ctx;
+	syslog((int)level, "%s", msg);
+}
+
+/* libfuse's messages become one sluice line each. */
+static void fuse_log_line(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	char buf[1024];
+	size_t n;
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = 0;
+	if (!n)
+		return;
+	sl_log(level <= FUSE_LOG_ERR ? SL_LOG_ERR : level <= FUSE_LOG_WARNING ? SL_LOG_WARNING
+										 : SL_LOG_INFO,
+	       "%s", buf);
+}
+
+void sl_fs_print_help(void)
+{
+	printf("libfuse options (-o):\n");
+	fuse_lowlevel_help();
+}
+
+int sl_fs_main(const struct sl_fs_args *args)
+{
+	struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config *lc;
+	struct fs fs = {.args = args};
+	int rc = 1;
+
+	sl_log_set(log_stderr, SL_LOG_WARNING, NULL);
+	fuse_set_log_func(fuse_log_line);
+	if (fuse_opt_add_arg(&fa, "sluice") ||
+	    (args->opts && *args->opts &&
+	     (fuse_opt_add_arg(&fa, "-o") || fuse_opt_add_arg(&fa, args->opts))) ||
+	    (args->debug && fuse_opt_add_arg(&fa, "-d"))) {
+		sl_log(SL_LOG_ERR, "out of memory");
+		return 1;
+	}
+	fs.se = fuse_session_new(&fa, &fs_ops, sizeof(fs_ops), &fs);
+	if (!fs.se) {
+		rc = 2; /* libfuse said why: an unknown or invalid option */
+		goto free_args;
+	}
+	if (fuse_set_signal_handlers(fs.se)) {
+		sl_log(SL_LOG_ERR, "cannot install signal handlers");
+		goto destroy;
+	}
+	if (fuse_session_mount(fs.se, args->mountpoint)) {
+		sl_log(SL_LOG_ERR, "cannot mount '%s'", args->mountpoint);
+		goto remove_handlers;
+	}
+	if (!args->foreground) {
+		openlog("sluice", LOG_PID, LOG_DAEMON);
+		sl_log_set(log_syslog, SL_LOG_INFO, NULL);
+	}
+	if (fuse_daemonize(args->foreground)) {
+		sl_log(SL_LOG_ERR, "cannot daemonize");
+		goto unmount;
+	}
+	lc = fuse_loop_cfg_create();
+	if (!lc) {
+		sl_log(SL_LOG_ERR, "out of memory");
+		goto unmount;
+	}
+	fuse_loop_cfg_set_clone_fd(lc, 0);
+	fuse_loop_cfg_set_idle_threads(lc, 10);
+	/* a positive value is the signal that ended the loop: a clean stop */
+	rc = fuse_session_loop_mt(fs.se, lc) < 0 ? 1 : 0;
+	fuse_loop_cfg_destroy(lc);
+	if (fs.init_error)
+		rc = 1;
+unmount:
+	fuse_session_unmount(fs.se);
+remove_handlers:
+	fuse_remove_signal_handlers(fs.se);
+destroy:
+	fuse_session_destroy(fs.se);
+free_args:
+	fuse_opt_free_args(&fa);
+	return rc;
+}

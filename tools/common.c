@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers shared by the subcommands. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "datadir.h"
+#include "err.h"
+#include "json.h"
+#include "log.h"
+#include "sluice.h"
+
+void die_msg(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "sluice: %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void log_line(enum sl_log_level level, const char *msg, void *ctx)
+{
+	(void)ctx;
+	fprintf(stderr, "sluice: %s%s\n", level <= SL_LOG_ERR ? "error: " : "", msg);
+}
+
+void use_stderr_log(void)
+{
+	sl_log_set(log_line, SL_LOG_WARNING, NULL);
+}
+
+int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_datadir **out)
+{
+	struct sl_config *cfg;
+	const char *what = NULL;
+	char err[512];
+	int rc;
+
+	rc = sl_datadir_open(path, flags, out, &what);
+	switch (rc) {
+	case 0:
+		break;
+	case SL_ELOCKED:
+		die_msg(cmd, "data dir '%s' is in use by another sluice process", path);
+		return SL_EXIT_BUSY;
+	case SL_ENOTSLUICE:
+		die_msg(cmd, "'%s' is not a sluice data dir (it holds '%s')", path,
+			what ? what : "?");
+		return SL_EXIT_DATADIR;
+	default:
+		die_msg(cmd, "cannot open data dir '%s': %s", path, sl_strerror(rc));
+		return rc == SL_ECORRUPT || rc == SL_EVERSION ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
+	}
+	rc = sl_config_load(path, &cfg, err, sizeof(err));
+	if (rc) {
+		if (rc == SL_ECONFIG)
+			die_msg(cmd, "invalid config: %s", err);
+		else
+			die_msg(cmd, "cannot load config: %s", sl_strerror(rc));
+		sl_datadir_close(*out);
+		*out = NULL;
+		return rc == SL_ECONFIG ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
+	}
+	sl_config_free(cfg);
+	return 0;
+}

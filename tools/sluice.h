@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/* What the subcommands share: exit codes and data dir opening. */
+#ifndef SLUICE_TOOLS_SLUICE_H
+#define SLUICE_TOOLS_SLUICE_H
+
+#include <stdio.h>
+
+struct sl_datadir;
+
+/* Exit codes, shared by every command (DESIGN §1). */
+enum sl_exit {
+	SL_EXIT_OK = 0,
+	SL_EXIT_FAILURE = 1, /* a runtime failure: a file or a query failed */
+	SL_EXIT_USAGE = 2,   /* misuse */
+	SL_EXIT_BUSY = 3,    /* the data dir is in use */
+	SL_EXIT_DATADIR = 4, /* not a sluice data dir, or an invalid config */
+};
+
+int cmd_mount(int argc, char **argv);
+int cmd_mount_helper(int argc, char **argv); /* called as mount.sluice */
+int cmd_land(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+
+/* Prints "sluice: <cmd>: <message>" on stderr. */
+void die_msg(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Opens (locking, creating) a data dir and validates its sluice.json.
+ * Returns 0 or an exit code, having printed one line.
+ */
+int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_datadir **out);
+
+/* Installs the stderr log handler for core. */
+void use_stderr_log(void);
+
+#endif
