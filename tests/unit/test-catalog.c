@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of core/catalog.c: tables, group commit, map growth, ids. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "catalog.h"
+#include "check.h"
+
+static struct sl_catalog *open_new(char *dir, size_t len)
+{
+	struct sl_catalog *cat = NULL;
+	snprintf(dir, len, "%s/catalog", test_dir());
+	if (sl_catalog_open(dir, SL_CATALOG_CREATE, &cat))
+		return NULL;
+	return cat;
+}
+
+struct put_arg {
+	struct sl_inode ino;
+	const char *data;
+};
+
+static int put_file(struct sl_txn *t, void *arg)
+{
+	struct put_arg *p = arg;
+	int rc = sl_cat_inode_put(t, &p->ino);
+	if (rc == 0)
+		rc = sl_cat_dirent_put(t, p->ino.parent, p->ino.name, p->ino.id);
+	if (rc == 0 && p->data)
+		rc = sl_cat_data_put(t, p->ino.id, p->data, strlen(p->data));
+	return rc;
+}
+
+static void test_inode_roundtrip(void)
+{
+	char dir[300];
+	struct sl_catalog *cat = open_new(dir, sizeof(dir));
+	struct put_arg p = {.data = "hello"};
+	struct sl_inode got;
+	struct sl_txn *t;
+	const void *d;
+	size_t len;
+	uint64_t id;
+
+	CHECK(cat);
+	p.ino.id = 5000;
+	p.ino.parent = SL_ID_IN;
+	p.ino.kind = SL_KIND_FILE;
+	p.ino.state = SL_STATE_LANDED;
+	p.ino.mode = 0100640;
+	p.ino.uid = 1001;
+	p.ino.gid = 1002;
+	p.ino.mtime_ns = 1790000000123456789ll;
+	p.ino.size = 5;
+	p.ino.seq = 7;
+	strcpy(p.ino.name, "caf\xc3\xa9 \t x.json");
+	CHECK_OK(sl_catalog_write(cat, put_file, &p));
+	CHECK_OK(sl_catalog_read(cat, &t));
+	CHECK_OK(sl_cat_dirent_get(t, SL_ID_IN, "caf\xc3\xa9 \t x.json", &id));
+	CHECK(id == 5000);
+	CHECK_OK(sl_cat_inode_get(t, id, &got));
+	CHECK(got.mode == 0100640 && got.uid == 1001 && got.gid == 1002);
+	CHECK(got.mtime_ns == 1790000000123456789ll && got.size == 5 && got.seq == 7);
+	CHECK(!strcmp(got.name, p.ino.name) && got.parent == SL_ID_IN);
+	CHECK_OK(sl_cat_data_get(t, id, &d, &len));
+	CHECK(len == 5 && !memcmp(d, "hello", 5));
+	CHECK(sl_cat_dirent_get(t, SL_ID_IN, "other", &id) == SL_NOTFOUND);
+	sl_txn_end(t);
+	sl_catalog_close(cat);
+}
+
+static int collect_names(void *ctx, const char *name, uint64_t id)
+{
+	char *out = ctx;
+	(void)id;
+	strcat(out, name);
+	strcat(out, ",");
+	return 0;
+}
+
+static void test_dirent_order_and_scope(void)
+{
+	char dir[300], names[256] = "";
+	struct sl_catalog *cat = open_new(dir, sizeof(dir));
+	const char *order[] = {"b", "a", "c"};
+	struct sl_txn *t;
+
+	CHECK(cat);
+	for (int i = 0; i < 3; i++) {
+		struct put_arg p = {0};
+		p.ino.id = 6000 + i;
+		p.ino.parent = 9000;
+		p.ino.kind = SL_KIND_FILE;
+		strcpy(p.ino.name, order[i]);
+		CHECK_OK(sl_catalog_write(cat, put_file, &p));
+	}
+	/* a sibling folder's children must not leak into the listing */
+	struct put_arg q = {0};
+	q.ino.id = 6100;
+	q.ino.parent = 9001;
+	q.ino.kind = SL_KIND_FILE;
+	strcpy(q.ino.name, "z");
+	CHECK_OK(sl_catalog_write(cat, put_file, &q));
+	CHECK_OK(sl_catalog_read(cat, &t));
+	CHECK_OK(sl_cat_dirent_each(t, 9000, NULL, collect_names, names));
+	CHECK(!strcmp(names, "a,b,c,"));
+	names[0] = 0;
+	CHECK_OK(sl_cat_dirent_each(t, 9000, "a", collect_names, names));
+	CHECK(!strcmp(names, "b,c,"));
+	sl_txn_end(t);
+	sl_catalog_close(cat);
+}
+
+static int fail_einval(struct sl_txn *t, void *arg)
+{
+	(void)arg;
+	sl_cat_meta_put(t, "poison", 1); /* written, then dropped with the request */
+	return EINVAL;
+}
+
+static int bump(struct sl_txn *t, void *arg)
+{
+	(void)arg;
+	return sl_cat_meta_add(t, "count", 1);
+}
+
+struct writer {
+	struct sl_catalog *cat;
+	int n;
+	int errors;
+};
+
+static void *write_loop(void *arg)
+{
+	struct writer *w = arg;
+	for (int i = 0; i < w->n; i++)
+		if (sl_catalog_write(w->cat, bump, NULL))
+			w->errors++;
+	return NULL;
+}
+
+static void test_group_commit(void)
+{
+	char dir[300];
+	struct sl_catalog *cat = open_new(dir, sizeof(dir));
+	struct writer w[8];
+	pthread_t th[8];
+	struct sl_txn *t;
+	uint64_t count, poison;
+
+	CHECK(cat);
+	CHECK_OK(sl_catalog_start(cat));
+	uint64_t before = sl_catalog_commits(cat);
+	for (int i = 0; i < 8; i++) {
+		w[i] = (struct writer){.cat = cat, .n = 100};
+		pthread_create(&th[i], NULL, write_loop, &w[i]);
+	}
+	/* a failing request in the middle of the traffic fails alone */
+	CHECK(sl_catalog_write(cat, fail_einval, NULL) == EINVAL);
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		CHECK(w[i].errors == 0);
+	}
+	uint64_t commits = sl_catalog_commits(cat) - before;
+	CHECK_OK(sl_catalog_read(cat, &t));
+	CHECK_OK(sl_cat_meta_get(t, "count", &count));
+	CHECK_OK(sl_cat_meta_get(t, "poison", &poison));
+	sl_txn_end(t);
+	CHECK(count == 800);
+	CHECK(poison == 0);
+	printf("     800 writes from 8 threads took %llu commits\n", (unsigned long long)commits);
+	CHECK(commits < 800); /* concurrent writers shared transactions */
+	sl_catalog_close(cat);
+}
+
+static int put_big(struct sl_txn *t, void *arg)
+{
+	uint64_t *id = arg;
+	static char blob[1 << 20];
+	return sl_cat_data_put(t, *id, blob, sizeof(blob));
+}
+
+static void test_map_grows(void)
+{
+	char dir[300];
+	struct sl_catalog *cat = open_new(dir, sizeof(dir));
+	struct sl_txn *t;
+	struct stat st;
+	char path[400];
+
+	CHECK(cat);
+	/* 100 MiB through a 64 MiB initial map */
+	for (uint64_t id = 1; id <= 100; id++)
+		CHECK_OK(sl_catalog_write(cat, put_big, &id));
+	CHECK_OK(sl_catalog_read(cat, &t));
+	const void *d;
+	size_t len;
+	CHECK_OK(sl_cat_data_get(t, 100, &d, &len));
+	CHECK(len == 1 << 20);
+	sl_txn_end(t);
+	sl_catalog_close(cat);
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	CHECK(stat(path, &st) == 0 && st.st_size > (64 << 20));
+}
+
+static void test_ids_survive_reopen(void)
+{
+	char dir[300];
+	struct sl_catalog *cat = open_new(dir, sizeof(dir));
+	uint64_t a, b, lo, hi;
+
+	CHECK(cat);
+	CHECK_OK(sl_catalog_next_id(cat, &a));
+	CHECK(a >= SL_ID_FIRST);
+	sl_catalog_close(cat); /* not settled: as after a crash */
+	CHECK_OK(sl_catalog_open(dir, 0, &cat));
+	sl_catalog_unsettled(cat, &lo, &hi);
+	CHECK(lo <= a && a < hi); /* the id of the "crashed" process is unsettled */
+	CHECK_OK(sl_catalog_next_id(cat, &b));
+	CHECK(b > a); /* ids are never reused */
+	sl_catalog_close(cat);
+}
+
+static void test_readonly_refuses_writes(void)
+{
+	char dir[300];
+	struct sl_catalog *cat = open_new(dir, sizeof(dir)), *ro;
+
+	CHECK(cat);
+	sl_catalog_close(cat);
+	CHECK_OK(sl_catalog_open(dir, SL_CATALOG_RDONLY, &ro));
+	CHECK(sl_catalog_write(ro, bump, NULL) == EROFS);
+	sl_catalog_close(ro);
+	CHECK(sl_catalog_open("/nonexistent/catalog", 0, &ro) != 0);
+}
+
+int main(void)
+{
+	test(test_inode_roundtrip);
+	test(test_dirent_order_and_scope);
+	test(test_group_commit);
+	test(test_map_grows);
+	test(test_ids_survive_reopen);
+	test(test_readonly_refuses_writes);
+	return test_exit();
+}
