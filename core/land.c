@@ -179,9 +179,21 @@ static struct node *unname_locked(struct sl_land *l, struct node *n)
 	unlink_name(l, n);
 	n->named = false;
 	atomic_fetch_sub(&l->in_flight, 1);
+	sl_catalog_poke(l->cat);
 	if (n->landed)
 		unlink_id(l, n);
 	return unref_locked(l, n);
+}
+
+static int noop_apply(struct sl_txn *t, void *arg)
+{
+	(void)t, (void)arg;
+	return 0;
+}
+
+static void noop_done(void *arg, int rc)
+{
+	(void)arg, (void)rc;
 }
 
 void sl_land_refused(struct sl_land *l, int err)
@@ -192,6 +204,8 @@ void sl_land_refused(struct sl_land *l, int err)
 	l->refused[err]++;
 	l->counters_dirty = true;
 	pthread_mutex_unlock(&l->mu);
+	/* refusals are rare: commit the counter now, riding the group hook */
+	sl_catalog_write_async(l->cat, noop_apply, NULL, noop_done);
 }
 
 static int refuse(struct sl_land *l, int err)

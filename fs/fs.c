@@ -815,6 +815,23 @@ static void fuse_log_line(enum fuse_log_level level, const char *fmt, va_list ap
 	       "%s", buf);
 }
 
+/* "subtype=sluice,fsname=PATH" with PATH's commas and backslashes escaped. */
+static char *fsname_opt(const char *datadir)
+{
+	char *s = malloc(strlen(datadir) * 2 + 32), *p;
+
+	if (!s)
+		return NULL;
+	p = s + sprintf(s, "subtype=sluice,fsname=");
+	for (const char *c = datadir; *c; c++) {
+		if (*c == ',' || *c == '\\')
+			*p++ = '\\';
+		*p++ = *c;
+	}
+	*p = 0;
+	return s;
+}
+
 void sl_fs_print_help(void)
 {
 	printf("libfuse options (-o):\n");
@@ -830,10 +847,14 @@ int sl_fs_main(const struct sl_fs_args *args)
 
 	sl_log_set(log_stderr, SL_LOG_WARNING, NULL);
 	fuse_set_log_func(fuse_log_line);
-	if (fuse_opt_add_arg(&fa, "sluice") ||
+	/* /proc/mounts shows "DATA_DIR MOUNTPOINT fuse.sluice" */
+	char *fsname = fsname_opt(args->datadir);
+	if (!fsname || fuse_opt_add_arg(&fa, "sluice") || fuse_opt_add_arg(&fa, "-o") ||
+	    fuse_opt_add_arg(&fa, fsname) ||
 	    (args->opts && *args->opts &&
 	     (fuse_opt_add_arg(&fa, "-o") || fuse_opt_add_arg(&fa, args->opts))) ||
 	    (args->debug && fuse_opt_add_arg(&fa, "-d"))) {
+		free(fsname);
 		sl_log(SL_LOG_ERR, "out of memory");
 		return 1;
 	}
@@ -878,5 +899,6 @@ destroy:
 	fuse_session_destroy(fs.se);
 free_args:
 	fuse_opt_free_args(&fa);
+	free(fsname);
 	return rc;
 }
