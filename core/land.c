@@ -178,8 +178,7 @@ static struct node *unname_locked(struct sl_land *l, struct node *n)
 		return NULL;
 	unlink_name(l, n);
 	n->named = false;
-	atomic_fetch_sub(&l->in_flight, 1);
-	sl_catalog_poke(l->cat);
+	atomic_fetch_sub(l->in_flight, 1);
 	if (n->landed)
 		unlink_id(l, n);
 	return unref_locked(l, n);
@@ -191,11 +190,6 @@ static int noop_apply(struct sl_txn *t, void *arg)
 	return 0;
 }
 
-static void noop_done(void *arg, int rc)
-{
-	(void)arg, (void)rc;
-}
-
 void sl_land_refused(struct sl_land *l, int err)
 {
 	if (err <= 0 || err >= SL_ERRNO_MAX)
@@ -204,8 +198,11 @@ void sl_land_refused(struct sl_land *l, int err)
 	l->refused[err]++;
 	l->counters_dirty = true;
 	pthread_mutex_unlock(&l->mu);
-	/* refusals are rare: commit the counter now, riding the group hook */
-	sl_catalog_write_async(l->cat, noop_apply, NULL, noop_done);
+	/*
+	 * Refusals are rare: commit the counter before answering, so that
+	 * `sluice status` agrees with status/landing.json.
+	 */
+	sl_catalog_write(l->cat, noop_apply, NULL);
 }
 
 static int refuse(struct sl_land *l, int err)
@@ -761,7 +758,7 @@ int sl_land_create(struct sl_land *l, uint64_t parent, const char *name, uint32_
 		n->id_next = l->by_id[id % NBUCKET];
 		l->by_id[id % NBUCKET] = n;
 		n->in_id_table = true;
-		atomic_fetch_add(&l->in_flight, 1);
+		atomic_fetch_add(l->in_flight, 1);
 	}
 	pthread_mutex_unlock(&l->mu);
 unlock:
@@ -1807,10 +1804,6 @@ int land_counters_apply(struct sl_txn *t, void *arg)
 	dirty = l->counters_dirty;
 	memcpy(refused, l->refused, sizeof(refused));
 	pthread_mutex_unlock(&l->mu);
-	/* files whose publish rides this very commit are landed by it */
-	uint64_t in_flight = atomic_load(&l->in_flight), publishing = atomic_load(&l->publishing);
-	if ((rc = sl_cat_meta_put(t, "in_flight", in_flight > publishing ? in_flight - publishing : 0)))
-		return rc;
 	for (int e = 1; dirty && e < SL_ERRNO_MAX; e++)
 		if (refused[e] && (rc = sl_cat_meta_put(t, refused_key(e, key, sizeof(key)),
 							 refused[e])))
@@ -1849,7 +1842,7 @@ void sl_land_counters(struct sl_land *l, struct sl_land_counters *out)
 		sl_cat_meta_get(t, "bytes_landed", &out->bytes_landed);
 		sl_txn_end(t);
 	}
-	out->in_flight = atomic_load(&l->in_flight);
+	out->in_flight = atomic_load(l->in_flight);
 	pthread_mutex_lock(&l->mu);
 	memcpy(out->refused, l->refused, sizeof(out->refused));
 	pthread_mutex_unlock(&l->mu);
@@ -1905,5 +1898,5 @@ void land_drop_nodes(struct sl_land *l)
 		}
 		free_node(l, n);
 	}
-	atomic_store(&l->in_flight, 0);
+	atomic_store(l->in_flight, 0);
 }

@@ -17,7 +17,9 @@
 #include <sys/types.h>
 
 #define SL_ERRNO_MAX 256 /* refusals are counted for errno values below this */
-#define SL_INLINE_MAX 65536 /* landed files up to this size live inside LMDB */
+#define SL_INLINE_MAX 65536
+#define SL_SHARED_SIZE 4096
+#define SL_SHARED_MAGIC 0x01006563696c7573ull /* "sluice\0\1" */ /* landed files up to this size live inside LMDB */
 
 struct sl_land;
 struct sl_handle;
@@ -125,6 +127,12 @@ int sl_land_list(struct sl_land *l, uint64_t dir,
 		 int (*fn)(void *ctx, const char *name, const struct sl_attr *a), void *ctx);
 
 void sl_land_counters(struct sl_land *l, struct sl_land_counters *out);
+
+/*
+ * Files in flight in the mount running on datadir, read from the shared page
+ * of its lock file (0 when none runs). For `sluice status`.
+ */
+int sl_land_shared_in_flight(const char *datadir, uint64_t *out);
 
 /*
  * `sluice land`: lands the local file src under folder `to` (a path under

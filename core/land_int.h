@@ -22,7 +22,9 @@ struct sl_land {
 	pthread_mutex_t mu;
 	struct node **by_id;        /* in-flight files by id (NBUCKET chains) */
 	struct node **by_name;      /* named in-flight files by (parent, name) */
-	atomic_ulong in_flight;
+	atomic_ulong *in_flight;    /* in the shared page of DATA_DIR/lock */
+	atomic_ulong in_flight_local; /* when that page cannot be mapped */
+	void *shared;               /* the mapped page, or NULL */
 	atomic_ulong publishing;    /* publishes queued, not yet done */
 	uint64_t refused[SL_ERRNO_MAX]; /* guarded by mu */
 	bool counters_dirty;        /* guarded by mu */

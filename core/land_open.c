@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -167,6 +168,37 @@ static int probe_blobs(struct sl_land *l)
 	return rc;
 }
 
+/*
+ * The shared page: `sluice status` reads filesInFlight from the lock file
+ * while a mount runs, without a lock and without a commit per change.
+ *   OFFSET SIZE MEANING
+ *   0      8    magic SL_SHARED_MAGIC
+ *   8      8    files in flight (atomic, host order)
+ */
+static void map_shared(struct sl_land *l, const char *datadir)
+{
+	char path[4096];
+	struct stat st;
+	void *p;
+	int fd;
+
+	l->in_flight = &l->in_flight_local;
+	snprintf(path, sizeof(path), "%s/lock", datadir);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && (st.st_size >= SL_SHARED_SIZE || ftruncate(fd, SL_SHARED_SIZE) == 0)) {
+		p = mmap(NULL, SL_SHARED_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED) {
+			l->shared = p;
+			*(uint64_t *)p = SL_SHARED_MAGIC;
+			l->in_flight = (atomic_ulong *)((char *)p + 8);
+			atomic_store(l->in_flight, 0);
+		}
+	}
+	close(fd);
+}
+
 int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl_land **out)
 {
 	struct sl_land *l;
@@ -183,6 +215,7 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 		goto free_l;
 	}
 	l->strict = opts && opts->strict;
+	map_shared(l, datadir);
 	pthread_rwlockattr_t ra;
 	pthread_rwlockattr_init(&ra);
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -207,9 +240,6 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 	if (rc)
 		goto close_blobs;
 	sl_catalog_set_hooks(l->cat, land_lowest_live, land_counters_apply, l);
-	/* in_flight as `sluice status` sees it starts again from zero */
-	if ((rc = sl_catalog_write(l->cat, land_counters_apply, l)))
-		goto close_blobs;
 	*out = l;
 	return 0;
 
@@ -220,6 +250,8 @@ close_cat:
 free_temp:
 	sl_temp_free(l->temp);
 free_l:
+	if (l->shared)
+		munmap(l->shared, SL_SHARED_SIZE);
 	free(l->by_id);
 	free(l->by_name);
 	free(l);
@@ -242,7 +274,6 @@ void sl_land_close(struct sl_land *l)
 	if (!l)
 		return;
 	land_drop_nodes(l);
-	sl_catalog_write(l->cat, land_counters_apply, l);
 	/* every id handed out is accounted for now */
 	sl_catalog_settle(l->cat, UINT64_MAX);
 	sl_catalog_close(l->cat);
@@ -250,6 +281,10 @@ void sl_land_close(struct sl_land *l)
 	sl_temp_free(l->temp);
 	pthread_rwlock_destroy(&l->op);
 	pthread_mutex_destroy(&l->mu);
+	if (l->shared) {
+		atomic_store(l->in_flight, 0);
+		munmap(l->shared, SL_SHARED_SIZE);
+	}
 	free(l->by_id);
 	free(l->by_name);
 	free(l);
@@ -463,4 +498,21 @@ free_copy:
 	free(r.data);
 	free(copy);
 	return rc;
+}
+
+int sl_land_shared_in_flight(const char *datadir, uint64_t *out)
+{
+	uint64_t page[2];
+	char path[4096];
+	int fd;
+
+	*out = 0;
+	snprintf(path, sizeof(path), "%s/lock", datadir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : errno;
+	if (pread(fd, page, sizeof(page), 0) == sizeof(page) && page[0] == SL_SHARED_MAGIC)
+		*out = page[1];
+	close(fd);
+	return 0;
 }

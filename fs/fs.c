@@ -10,6 +10,7 @@
  * produced at open and served with direct_io.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <stdarg.h>
@@ -544,9 +545,17 @@ static void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 		out.buf[0].fd = fd;
 		out.buf[0].pos = off;
-		n = fuse_buf_copy(&out, in, 0);
-		if (n >= 0 && (size_t)n != size)
-			n = -EIO; /* a short write into a blob: the disk filled */
+		/* both bufvecs advance: a short copy is retried to learn its errno */
+		size_t done = 0;
+		n = 0;
+		while (done < size) {
+			n = fuse_buf_copy(&out, in, 0);
+			if (n <= 0)
+				break;
+			done += (size_t)n;
+		}
+		if (done < size && n == 0)
+			n = -EIO;
 		rc = sl_land_write_done(f->h, n < 0 ? 0 : size, off, n < 0 ? (int)-n : 0);
 	} else {
 		char *buf = malloc(size ? size : 1);
@@ -798,21 +807,44 @@ static void log_syslog(enum sl_log_level level, const char *msg, void *ctx)
 	syslog((int)level, "%s", msg);
 }
 
-/* libfuse's messages become one sluice line each. */
+/*
+ * libfuse writes one message in several calls; this gathers them into one
+ * sluice line. libfuse's log function takes no context, hence the one piece
+ * of file-scope state in fs/.
+ */
+static struct {
+	pthread_mutex_t mu;
+	char buf[1024];
+	size_t len;
+	enum fuse_log_level level;
+} fuse_line = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
 static void fuse_log_line(enum fuse_log_level level, const char *fmt, va_list ap)
 {
-	char buf[1024];
-	size_t n;
-
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	n = strlen(buf);
-	while (n && buf[n - 1] == '\n')
-		buf[--n] = 0;
-	if (!n)
-		return;
-	sl_log(level <= FUSE_LOG_ERR ? SL_LOG_ERR : level <= FUSE_LOG_WARNING ? SL_LOG_WARNING
-										 : SL_LOG_INFO,
-	       "%s", buf);
+	pthread_mutex_lock(&fuse_line.mu);
+	if (fuse_line.len == 0 || level < fuse_line.level)
+		fuse_line.level = level;
+	if (fuse_line.len < sizeof(fuse_line.buf) - 1) {
+		int n = vsnprintf(fuse_line.buf + fuse_line.len, sizeof(fuse_line.buf) - fuse_line.len,
+				  fmt, ap);
+		if (n > 0)
+			fuse_line.len += (size_t)n;
+		if (fuse_line.len > sizeof(fuse_line.buf) - 1)
+			fuse_line.len = sizeof(fuse_line.buf) - 1;
+	}
+	char *nl;
+	while ((nl = memchr(fuse_line.buf, '\n', fuse_line.len))) {
+		*nl = 0;
+		if (nl > fuse_line.buf)
+			sl_log(fuse_line.level <= FUSE_LOG_ERR ? SL_LOG_ERR
+			       : fuse_line.level <= FUSE_LOG_WARNING ? SL_LOG_WARNING
+								     : SL_LOG_INFO,
+			       "%s", fuse_line.buf);
+		size_t rest = fuse_line.len - (size_t)(nl + 1 - fuse_line.buf);
+		memmove(fuse_line.buf, nl + 1, rest);
+		fuse_line.len = rest;
+	}
+	pthread_mutex_unlock(&fuse_line.mu);
 }
 
 /* "subtype=sluice,fsname=PATH" with PATH's commas and backslashes escaped. */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "datadir.h"
@@ -111,8 +112,17 @@ static int parse_o(struct mount_opts *m, char *list)
 
 static int check_mountpoint(const char *mnt)
 {
+	struct statfs sfs;
 	struct stat st;
 
+	/* statfs always reaches the file system: cached attributes hide a dead mount */
+	if (statfs(mnt, &sfs) && errno == ENOTCONN) {
+		die_msg("mount",
+			"mountpoint '%s' is left dead by a crashed daemon: run "
+			"'fusermount3 -u %s' first",
+			mnt, mnt);
+		return SL_EXIT_FAILURE;
+	}
 	if (stat(mnt, &st)) {
 		if (errno == ENOTCONN)
 			die_msg("mount",

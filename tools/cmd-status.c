@@ -8,6 +8,7 @@
 #include "catalog.h"
 #include "datadir.h"
 #include "err.h"
+#include "land.h"
 #include "sluice.h"
 
 static void usage(FILE *f)
@@ -16,7 +17,7 @@ static void usage(FILE *f)
 		   "\n"
 		   "Prints 'landing files=N bytes=N in_flight=N refused=ERRNO:n,...' (refused=-\n"
 		   "when none). Read-only and lock-free: it works while the data dir is mounted;\n"
-		   "in_flight is as of the mount's last commit.\n"
+		   "in_flight counts files created through the running mount, not yet landed.\n"
 		   "Exit codes: 0 ok, 1 runtime failure, 2 misuse, 4 not a sluice data dir.\n");
 }
 
@@ -85,7 +86,7 @@ int cmd_status(int argc, char **argv)
 	if (rc == 0) {
 		sl_cat_meta_get(t, "files_landed", &files);
 		sl_cat_meta_get(t, "bytes_landed", &bytes);
-		sl_cat_meta_get(t, "in_flight", &in_flight);
+		sl_land_shared_in_flight(argv[optind], &in_flight);
 		printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64
 		       " refused=",
 		       files, bytes, in_flight);
