@@ -353,6 +353,11 @@ static int cancel_apply(struct sl_txn *t, void *arg)
 	return cancel(t, *(uint64_t *)arg);
 }
 
+int land_cancel(struct sl_txn *t, uint64_t id)
+{
+	return cancel(t, id);
+}
+
 /* Fills r from n's bytes, made durable. n->rec_mu held. */
 static int make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t *version)
 {
@@ -822,10 +827,10 @@ int sl_land_open_file(struct sl_land *l, uint64_t id, int flags, struct sl_handl
 		return ENOMEM;
 	pthread_mutex_lock(&l->mu);
 	n = find_id(l, id);
-	if (n && (n->landed || !n->named)) {
-		/* unlinked but open, or poisoned: readable, not writable */
-		if (wr || atomic_load(&n->poison))
-			n = NULL, rc = atomic_load(&n->poison) ? EIO : EPERM;
+	rc = 0;
+	if (n && atomic_load(&n->poison)) {
+		rc = EIO; /* poisoned: its name left in/, its bytes never land */
+		n = NULL;
 	}
 	if (n) {
 		n->refs++;
@@ -833,6 +838,10 @@ int sl_land_open_file(struct sl_land *l, uint64_t id, int flags, struct sl_handl
 			n->writers++;
 	}
 	pthread_mutex_unlock(&l->mu);
+	if (rc) {
+		free(h);
+		return rc;
+	}
 	if (n) {
 		h->n = n;
 		h->write = wr;

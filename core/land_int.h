@@ -44,6 +44,8 @@ struct rec {
 	uint64_t cancel_id;    /* a replaced file whose record goes, or 0 */
 };
 
+/* Removes every trace of id from the catalog; a missing id is fine. */
+int land_cancel(struct sl_txn *t, uint64_t id);
 int land_rec_apply(struct sl_txn *t, void *arg);
 int land_in_txn(struct sl_txn *t, struct sl_inode *i);
 int land_counters_apply(struct sl_txn *t, void *arg);

@@ -52,7 +52,8 @@ static int collect(void *ctx, uint64_t id)
 }
 
 struct recover {
-	struct ids ids;
+	struct ids ids;     /* recorded files to land */
+	struct ids bad;     /* records whose bytes are gone: dropped */
 	int64_t now;
 	size_t landed;
 };
@@ -63,6 +64,9 @@ static int recover_apply(struct sl_txn *t, void *arg)
 	int rc;
 
 	r->landed = 0;
+	for (size_t k = 0; k < r->bad.n; k++)
+		if ((rc = land_cancel(t, r->bad.v[k])))
+			return rc;
 	for (size_t k = 0; k < r->ids.n; k++) {
 		struct sl_inode i;
 		rc = sl_cat_inode_get(t, r->ids.v[k], &i);
@@ -104,25 +108,33 @@ static int land_recorded(struct sl_land *l)
 		if (sl_cat_inode_get(t, r.ids.v[k], &i) || i.storage != SL_STORE_BLOB ||
 		    i.state != SL_STATE_RECORDED)
 			continue;
-		rc = sl_blob_open(l->blobs, i.id, O_RDWR, &fd);
-		if (rc == 0) {
+		int e = sl_blob_open(l->blobs, i.id, O_RDWR, &fd);
+		if (e == 0) {
 			struct stat st;
 			if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < i.size)
-				rc = SL_ECORRUPT;
+				e = SL_ECORRUPT; /* cut below its record after the close */
 			else if (ftruncate(fd, (off_t)i.size) || fsync(fd))
-				rc = errno;
+				e = errno;
 			close(fd);
 		}
-		if (rc)
-			sl_log(SL_LOG_ERR, "cannot recover '%s' (id %" PRIu64 "): %s", i.name, i.id,
-			       sl_strerror(rc));
+		if (e == SL_ECORRUPT || e == ENOENT) {
+			/* one lost file must not keep the mount down: drop its record */
+			sl_log(SL_LOG_ERR, "cannot recover '%s' (id %" PRIu64 "): %s: dropped", i.name,
+			       i.id, e == ENOENT ? "its blob is gone" : "its blob is short");
+			r.ids.v[k] = r.ids.v[--r.ids.n];
+			k--;
+			rc = collect(&r.bad, i.id);
+		} else {
+			rc = e;
+		}
 	}
 	sl_txn_end(t);
-	if (rc == 0 && r.ids.n)
+	if (rc == 0 && (r.ids.n || r.bad.n))
 		rc = sl_catalog_write(l->cat, recover_apply, &r);
 	if (rc == 0 && r.landed)
 		sl_log(SL_LOG_INFO, "recovery landed %zu recorded file(s)", r.landed);
 	free(r.ids.v);
+	free(r.bad.v);
 	return rc;
 }
 
