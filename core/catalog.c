@@ -47,6 +47,7 @@
 #define CATALOG_FORMAT 1
 #define MAP_INITIAL (64ull << 20)
 #define ID_RANGE 4096
+#define LAZY_NS 3000000 /* a lazy request waits at most 3 ms for company */
 
 struct wreq {
 	sl_apply_fn fn;
@@ -70,7 +71,8 @@ struct sl_catalog {
 	pthread_cond_t done_cv;      /* waiters: a group finished */
 	struct wreq *head, *tail;
 	bool running, stop;
-	bool poked;                  /* an idle commit is wanted */
+	struct wreq *lazy_head, *lazy_tail; /* ride the next group */
+	struct timespec lazy_deadline; /* CLOCK_REALTIME: commit them alone after it */
 	pthread_t thread;
 	pthread_mutex_t inline_mu;   /* serializes writers without the thread */
 	uint64_t commits;
@@ -473,55 +475,36 @@ static void finish(struct sl_catalog *cat, struct wreq *group)
 	}
 }
 
-static int noop_apply(struct sl_txn *t, void *arg)
-{
-	(void)t, (void)arg;
-	return 0;
-}
-
-void sl_catalog_poke(struct sl_catalog *cat)
-{
-	pthread_mutex_lock(&cat->q_mu);
-	if (!cat->poked && cat->running) {
-		cat->poked = true;
-		pthread_cond_signal(&cat->q_cv);
-	}
-	pthread_mutex_unlock(&cat->q_mu);
-}
-
+/*
+ * The commit thread. Lazy requests (publishes) do not wake it: they join the
+ * next group, or commit on their own once LAZY_NS passed with no other work.
+ */
 static void *commit_main(void *arg)
 {
 	struct sl_catalog *cat = arg;
 
 	pthread_mutex_lock(&cat->q_mu);
 	for (;;) {
-		while (!cat->head && !cat->stop) {
-			if (!cat->poked) {
+		bool timed_out = false;
+		while (!cat->head && !cat->stop && !timed_out) {
+			if (!cat->lazy_head) {
 				pthread_cond_wait(&cat->q_cv, &cat->q_mu);
 				continue;
 			}
-			/* let real work carry the hook's writes; commit alone if none comes */
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 50 * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			if (pthread_cond_timedwait(&cat->q_cv, &cat->q_mu, &ts) == ETIMEDOUT &&
-			    !cat->head) {
-				cat->poked = false;
-				pthread_mutex_unlock(&cat->q_mu);
-				struct wreq idle = {.fn = noop_apply};
-				run_group(cat, &idle);
-				pthread_mutex_lock(&cat->q_mu);
-			}
+			timed_out = pthread_cond_timedwait(&cat->q_cv, &cat->q_mu,
+							   &cat->lazy_deadline) == ETIMEDOUT;
 		}
-		if (!cat->head)
-			break;
-		cat->poked = false;
+		if (!cat->head && !cat->lazy_head)
+			break; /* stopping, nothing left */
 		struct wreq *group = cat->head;
-		cat->head = cat->tail = NULL;
+		if (cat->lazy_head) {
+			/* lazy ones go last: a waiting record never waits behind them */
+			if (group)
+				cat->tail->next = cat->lazy_head;
+			else
+				group = cat->lazy_head;
+		}
+		cat->head = cat->tail = cat->lazy_head = cat->lazy_tail = NULL;
 		pthread_mutex_unlock(&cat->q_mu);
 		run_group(cat, group);
 		finish(cat, group);
@@ -547,6 +530,31 @@ static bool enqueue(struct sl_catalog *cat, struct wreq *r)
 		cat->head = r;
 	cat->tail = r;
 	pthread_cond_signal(&cat->q_cv);
+	pthread_mutex_unlock(&cat->q_mu);
+	return true;
+}
+
+static bool enqueue_lazy(struct sl_catalog *cat, struct wreq *r)
+{
+	pthread_mutex_lock(&cat->q_mu);
+	if (!cat->running || cat->stop) {
+		pthread_mutex_unlock(&cat->q_mu);
+		return false;
+	}
+	r->next = NULL;
+	if (cat->lazy_tail) {
+		cat->lazy_tail->next = r;
+	} else {
+		cat->lazy_head = r;
+		clock_gettime(CLOCK_REALTIME, &cat->lazy_deadline);
+		cat->lazy_deadline.tv_nsec += LAZY_NS;
+		if (cat->lazy_deadline.tv_nsec >= 1000000000) {
+			cat->lazy_deadline.tv_sec++;
+			cat->lazy_deadline.tv_nsec -= 1000000000;
+		}
+		pthread_cond_signal(&cat->q_cv); /* to start the timer */
+	}
+	cat->lazy_tail = r;
 	pthread_mutex_unlock(&cat->q_mu);
 	return true;
 }
@@ -579,7 +587,8 @@ int sl_catalog_write(struct sl_catalog *cat, sl_apply_fn fn, void *arg)
 	return r.rc;
 }
 
-int sl_catalog_write_async(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_done_fn done)
+static int write_async(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_done_fn done,
+		       bool lazy)
 {
 	struct wreq *r;
 
@@ -591,12 +600,22 @@ int sl_catalog_write_async(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl
 	r->fn = fn;
 	r->arg = arg;
 	r->done = done;
-	if (!enqueue(cat, r)) {
+	if (!(lazy ? enqueue_lazy(cat, r) : enqueue(cat, r))) {
 		run_inline(cat, r);
 		done(arg, r->rc);
 		free(r);
 	}
 	return 0;
+}
+
+int sl_catalog_write_async(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_done_fn done)
+{
+	return write_async(cat, fn, arg, done, false);
+}
+
+int sl_catalog_write_lazy(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_done_fn done)
+{
+	return write_async(cat, fn, arg, done, true);
 }
 
 int sl_catalog_next_id(struct sl_catalog *cat, uint64_t *id)

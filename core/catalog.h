@@ -101,10 +101,12 @@ int sl_catalog_write(struct sl_catalog *cat, sl_apply_fn fn, void *arg);
 int sl_catalog_write_async(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_done_fn done);
 
 /*
- * Asks for a commit soon (within ~50 ms) even if no write comes, so that
- * what the group hook writes (counters) reaches the catalog when idle.
+ * Like sl_catalog_write_async(), but fn joins the next group commit instead
+ * of starting one; alone, it commits after a few milliseconds. For writes
+ * recovery could redo (publishing a recorded file), so that they cost no
+ * durable commit of their own.
  */
-void sl_catalog_poke(struct sl_catalog *cat);
+int sl_catalog_write_lazy(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_done_fn done);
 
 /* Number of commits so far (for tests of group commit). */
 uint64_t sl_catalog_commits(struct sl_catalog *cat);

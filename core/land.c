@@ -601,7 +601,7 @@ static void publish(struct sl_land *l, struct node *n)
 	pthread_mutex_unlock(&l->mu);
 	atomic_fetch_add(&l->publishing, 1);
 	SL_FAULT("land.before_publish");
-	sl_catalog_write_async(l->cat, publish_apply, p, publish_done);
+	sl_catalog_write_lazy(l->cat, publish_apply, p, publish_done);
 }
 
 /* ---- lookups ---- */
