@@ -1,0 +1,116 @@
+"""A full backing filesystem: ENOSPC at write or close poisons the file, nothing
+lands, the space comes back, and the next file lands (DESIGN.md §1)."""
+
+import errno
+import os
+import time
+
+import pytest
+
+import util
+from util import read_file, write_file
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def tmpfs_data(request, tmp_path, mounts):
+    """A 64 MiB tmpfs as the data dir; unmounted after the FUSE mounts."""
+    d = tmp_path / "tmpfs"
+    d.mkdir()
+    p = util.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", str(d)])
+    if p.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: %s" % p.stderr.decode(errors="replace").strip())
+    yield d
+    mounts.finish(request)  # unmount FUSE first: the daemon holds files on the tmpfs
+    for _ in range(50):
+        if util.run(["umount", str(d)], timeout=10).returncode == 0:
+            break
+        time.sleep(0.1)
+    else:
+        util.run(["umount", "-l", str(d)], timeout=10)
+
+
+def free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.allow_stderr(r"ENOSPC|No space left|space")
+def test_enospc_poisons_and_frees(tmpfs_data, mounts):
+    m = mounts.new(data=tmpfs_data)
+    write_file(m.inp("before.json"), b"landed before\n")
+    d0 = m.wait_landed()
+    time.sleep(0.2)
+    free0 = free_bytes(tmpfs_data)
+    assert free0 < 64 * MiB
+
+    failed_at = None
+    chunk = b"z" * MiB
+    fd = os.open(m.inp("big.json"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for i in range(100):
+            try:
+                os.write(fd, chunk)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+                failed_at = "write %d" % i
+                break
+    finally:
+        try:
+            os.close(fd)
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+            failed_at = failed_at or "close"
+    assert failed_at, "100 MiB fitted in a 64 MiB tmpfs without an error"
+
+    d = m.wait_landed()
+    assert "big.json" not in os.listdir(m.inp()), "a poisoned file stays listed"
+    assert d["filesLanded"] == d0["filesLanded"]
+    assert d["bytesLanded"] == d0["bytesLanded"]
+    assert util.refused(d, "ENOSPC") >= 1, d
+    # the poisoned file's bytes are freed at its release
+    util.wait_for(lambda: free_bytes(tmpfs_data) >= free0 - 4 * MiB, 15,
+                  "the space to come back (free %d, was %d)" % (free_bytes(tmpfs_data), free0))
+
+    # the next file lands, and the earlier one is intact
+    write_file(m.inp("after.json"), b"landed after\n")
+    d = m.wait_landed()
+    assert d["filesLanded"] == d0["filesLanded"] + 1
+    assert read_file(m.inp("after.json")) == b"landed after\n"
+    assert read_file(m.inp("before.json")) == b"landed before\n"
+    assert sorted(os.listdir(m.inp())) == ["after.json", "before.json"]
+
+    # and it all survives a remount
+    m.unmount()
+    m2 = mounts.remount(m)
+    assert sorted(os.listdir(m2.inp())) == ["after.json", "before.json"]
+    assert m2.landing()["filesLanded"] == d0["filesLanded"] + 1
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.allow_stderr(r"ENOSPC|No space left|space")
+def test_enospc_cp_fails_and_nothing_lands(tmpfs_data, mounts, src):
+    m = mounts.new(data=tmpfs_data)
+    time.sleep(0.2)
+    free0 = free_bytes(tmpfs_data)
+    big = src / "big.bin"
+    with open(big, "wb") as f:
+        f.truncate(0)
+        for _ in range(100):
+            f.write(b"\x01" * MiB)
+    p = util.run(["cp", str(big), m.inp("big.bin")], timeout=60)
+    assert p.returncode != 0
+    assert b"No space left" in p.stderr, p.stderr
+    d = m.wait_landed()
+    assert d["filesLanded"] == 0
+    assert os.listdir(m.inp()) == []
+    assert util.refused(d, "ENOSPC") >= 1, d
+    # the bytes are freed at the poisoned file's last RELEASE, which the
+    # kernel sends asynchronously after cp's close
+    util.wait_for(lambda: free_bytes(tmpfs_data) >= free0 - 4 * MiB, 15,
+                  "the space to come back (free %d, was %d)" % (free_bytes(tmpfs_data), free0))
+    write_file(m.inp("small.json"), b"small\n")
+    d = m.wait_landed()
+    assert d["filesLanded"] == 1
