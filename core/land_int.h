@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals shared by land.c and land_open.c; never included outside core/. */
+/* Internals shared by the land*.c files; never included outside core/. */
 #ifndef SLUICE_CORE_LAND_INT_H
 #define SLUICE_CORE_LAND_INT_H
 
@@ -9,9 +9,11 @@
 #include "catalog.h"
 #include "land.h"
 
-struct node;
+#define LAND_NBUCKET 16384 /* hash chains of the node tables */
+
 struct sl_blobs;
 struct sl_temp;
+struct sl_txn;
 
 struct sl_land {
 	struct sl_catalog *cat;
@@ -44,8 +46,93 @@ struct rec {
 	uint64_t cancel_id;    /* a replaced file whose record goes, or 0 */
 };
 
+
+/* An in-flight file: created through the mount, not landed (land_node.c). */
+struct node {
+	uint64_t id;
+	/* guarded by l->mu */
+	uint64_t parent;
+	char name[SL_NAME_MAX + 1];
+	bool named;         /* its name is in in/ (false once unlinked, replaced, poisoned) */
+	bool landed;        /* published: the catalog holds it now */
+	bool publishing;    /* a publish is queued */
+	bool in_id_table;
+	int writers;        /* open writable handles */
+	int refs;           /* handles + named + publishing */
+	struct node *id_next, *name_next;
+
+	pthread_mutex_t rec_mu;
+	/* guarded by dmu */
+	pthread_mutex_t dmu;
+	unsigned char *buf; /* staged bytes while fd < 0 */
+	size_t cap;
+	int fd;             /* staged blob, -1 until spilled */
+	bool blob_named;    /* the blob's folder entry is durable */
+	bool keep_blob;     /* the blob holds landed bytes: keep it at free */
+	uint32_t mode, uid, gid;
+	int64_t mtime_ns, ctime_ns;
+	uint64_t size;
+	uint64_t version;   /* bumps on every change of the bytes */
+	uint64_t rec_version;
+	bool recorded;      /* the catalog holds a record (path, length) */
+	atomic_int poison;  /* errno that poisoned it, or 0 */
+};
+
+struct sl_handle {
+	struct sl_land *l;
+	struct node *n;     /* in-flight file, or NULL for a landed one */
+	uint64_t id;
+	bool write;         /* opened for writing */
+	bool wrote;         /* wrote, created or truncated */
+	int fd;             /* landed blob, -1 otherwise */
+	unsigned char *data; /* landed inline bytes */
+	size_t len;
+};
+
+/* ---- land_node.c ---- */
+
+int64_t land_now_ns(void);
+/* Node tables; l->mu held. */
+struct node *land_find_id(struct sl_land *l, uint64_t id);
+struct node *land_find_name(struct sl_land *l, uint64_t parent, const char *name);
+void land_link_name(struct sl_land *l, struct node *n);
+void land_unlink_name(struct sl_land *l, struct node *n);
+/*
+ * Takes n's name out of in/ (l->mu held); returns the node to free with
+ * land_free_node() once l->mu is released, or NULL.
+ */
+struct node *land_unname_locked(struct sl_land *l, struct node *n);
+void land_free_node(struct sl_land *l, struct node *n);
+/* Drops one reference (takes l->mu), freeing the node at zero. */
+void land_unref(struct sl_land *l, struct node *n);
+
+/* Counts err as refused (one durable commit) and returns it. */
+int land_refuse(struct sl_land *l, int err);
+void land_attr_of_node(struct node *n, struct sl_attr *a);
+void land_attr_of_inode(const struct sl_inode *i, struct sl_attr *a);
+bool land_valid_name(const char *name);
+/* Whether parent/name is temporary: any component matches a temp glob. */
+int land_path_is_temp(struct sl_land *l, struct sl_txn *t, uint64_t parent, const char *name,
+		      bool *temp);
+/* 0 when id is a folder of the catalog, else ENOENT or ENOTDIR. */
+int land_check_dir(struct sl_txn *t, uint64_t id);
+
 /* Removes every trace of id from the catalog; a missing id is fine. */
 int land_cancel(struct sl_txn *t, uint64_t id);
+/* sl_apply_fn around land_cancel(); arg is a uint64_t *. */
+int land_cancel_apply(struct sl_txn *t, void *arg);
+/* Fills r from n's bytes, made durable (fsync of a staged blob). n->rec_mu held. */
+int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t *version);
+/* n never lands: its name leaves in/, its bytes go at its last release. */
+void land_poison(struct sl_land *l, struct node *n, int err);
+/*
+ * Records n durably at its current final name unless temporary, unnamed or
+ * recorded at this version already. l->op held.
+ */
+int land_record_locked(struct sl_land *l, struct node *n, bool force);
+/* Queues the landing of n (no writer left), riding the next group commit. */
+void land_publish(struct sl_land *l, struct node *n);
+
 int land_rec_apply(struct sl_txn *t, void *arg);
 int land_in_txn(struct sl_txn *t, struct sl_inode *i);
 int land_counters_apply(struct sl_txn *t, void *arg);
@@ -53,6 +140,6 @@ uint64_t land_lowest_live(void *ctx);
 int land_load_refused(void *ctx, const char *key, uint64_t val);
 /* Discards in-flight files at close: recorded ones land, the rest go. */
 void land_drop_nodes(struct sl_land *l);
-#define LAND_NBUCKET 16384
+
 
 #endif

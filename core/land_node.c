@@ -1,0 +1,680 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The landing namespace's in-flight files: the node tables, what is durable
+ * when (records), poisoning, publishing at RELEASE, and the counters.
+ *
+ * Locks, in the order they nest:
+ *   l->op      rwlock. Exclusive for namespace changes that wait for a
+ *              commit (rename, unlink, mkdir, rmdir, folder attributes);
+ *              shared for records (FLUSH, fsync), creates and the
+ *              publishing step of RELEASE. So a record's name cannot move
+ *              under it, and concurrent records still share group commits.
+ *   n->rec_mu  serializes the records of one file.
+ *   l->mu      the node tables, and each node's naming and landing fields.
+ *              Never held across a commit wait; commit callbacks take it.
+ *   n->dmu     one node's bytes, size, attributes and record version.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blob.h"
+#include "catalog.h"
+#include "err.h"
+#include "fault.h"
+#include "land.h"
+#include "land_int.h"
+#include "log.h"
+#include "temp.h"
+
+#define NBUCKET LAND_NBUCKET
+
+int64_t land_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static size_t name_hash(uint64_t parent, const char *name)
+{
+	uint64_t h = 1469598103934665603ull ^ parent;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	return h % NBUCKET;
+}
+
+struct node *land_find_id(struct sl_land *l, uint64_t id)
+{
+	for (struct node *n = l->by_id[id % NBUCKET]; n; n = n->id_next)
+		if (n->id == id)
+			return n;
+	return NULL;
+}
+
+struct node *land_find_name(struct sl_land *l, uint64_t parent, const char *name)
+{
+	for (struct node *n = l->by_name[name_hash(parent, name)]; n; n = n->name_next)
+		if (n->parent == parent && !strcmp(n->name, name))
+			return n;
+	return NULL;
+}
+
+void land_link_name(struct sl_land *l, struct node *n)
+{
+	struct node **b = &l->by_name[name_hash(n->parent, n->name)];
+	n->name_next = *b;
+	*b = n;
+}
+
+void land_unlink_name(struct sl_land *l, struct node *n)
+{
+	for (struct node **p = &l->by_name[name_hash(n->parent, n->name)]; *p; p = &(*p)->name_next)
+		if (*p == n) {
+			*p = n->name_next;
+			return;
+		}
+}
+
+static void unlink_id(struct sl_land *l, struct node *n)
+{
+	if (!n->in_id_table)
+		return;
+	for (struct node **p = &l->by_id[n->id % NBUCKET]; *p; p = &(*p)->id_next)
+		if (*p == n) {
+			*p = n->id_next;
+			break;
+		}
+	n->in_id_table = false;
+}
+
+void land_free_node(struct sl_land *l, struct node *n)
+{
+	if (n->fd >= 0) {
+		close(n->fd);
+		if (!n->keep_blob)
+			sl_blob_unlink(l->blobs, n->id);
+	}
+	free(n->buf);
+	pthread_mutex_destroy(&n->dmu);
+	pthread_mutex_destroy(&n->rec_mu);
+	free(n);
+}
+
+/* Drops a reference; l->mu held. Returns the node to free, or NULL. */
+static struct node *unref_locked(struct sl_land *l, struct node *n)
+{
+	if (--n->refs > 0)
+		return NULL;
+	unlink_id(l, n);
+	return n;
+}
+
+void land_unref(struct sl_land *l, struct node *n)
+{
+	pthread_mutex_lock(&l->mu);
+	struct node *dead = unref_locked(l, n);
+	pthread_mutex_unlock(&l->mu);
+	if (dead)
+		land_free_node(l, dead);
+}
+
+/*
+ * Takes n's name out of in/; l->mu held. A node that leaves without landing
+ * stops counting as in flight. Returns the node to free, or NULL.
+ */
+struct node *land_unname_locked(struct sl_land *l, struct node *n)
+{
+	if (!n->named)
+		return NULL;
+	land_unlink_name(l, n);
+	n->named = false;
+	atomic_fetch_sub(l->in_flight, 1);
+	if (n->landed)
+		unlink_id(l, n);
+	return unref_locked(l, n);
+}
+
+static int noop_apply(struct sl_txn *t, void *arg)
+{
+	(void)t, (void)arg;
+	return 0;
+}
+
+void sl_land_refused(struct sl_land *l, int err)
+{
+	if (err <= 0 || err >= SL_ERRNO_MAX)
+		return;
+	pthread_mutex_lock(&l->mu);
+	l->refused[err]++;
+	l->counters_dirty = true;
+	pthread_mutex_unlock(&l->mu);
+	/*
+	 * Refusals are rare: commit the counter before answering, so that
+	 * `sluice status` agrees with status/landing.json.
+	 */
+	sl_catalog_write(l->cat, noop_apply, NULL);
+}
+
+int land_refuse(struct sl_land *l, int err)
+{
+	sl_land_refused(l, err);
+	return err;
+}
+
+void land_attr_of_node(struct node *n, struct sl_attr *a)
+{
+	a->id = n->id;
+	pthread_mutex_lock(&n->dmu);
+	a->mode = n->mode;
+	a->uid = n->uid;
+	a->gid = n->gid;
+	a->size = n->size;
+	a->mtime_ns = n->mtime_ns;
+	a->ctime_ns = n->ctime_ns;
+	pthread_mutex_unlock(&n->dmu);
+	a->landed = false;
+}
+
+void land_attr_of_inode(const struct sl_inode *i, struct sl_attr *a)
+{
+	a->id = i->id;
+	a->mode = i->mode;
+	a->uid = i->uid;
+	a->gid = i->gid;
+	a->size = i->size;
+	a->mtime_ns = i->mtime_ns;
+	a->ctime_ns = i->ctime_ns;
+	a->landed = i->kind == SL_KIND_FILE && i->state == SL_STATE_LANDED;
+}
+
+bool land_valid_name(const char *name)
+{
+	size_t n = strlen(name);
+	return n > 0 && n <= SL_NAME_MAX && !strchr(name, '/') && strcmp(name, ".") &&
+	       strcmp(name, "..");
+}
+
+/* Whether parent/name is a temporary path: any component matches. */
+int land_path_is_temp(struct sl_land *l, struct sl_txn *t, uint64_t parent, const char *name,
+			bool *temp)
+{
+	struct sl_inode d;
+	int depth = 0;
+
+	if (sl_temp_match(l->temp, name)) {
+		*temp = true;
+		return 0;
+	}
+	while (parent != SL_ID_IN && parent != SL_ID_ARCHIVE) {
+		int rc = sl_cat_inode_get(t, parent, &d);
+		if (rc)
+			return rc == SL_NOTFOUND ? ENOENT : rc;
+		if (++depth > 4096)
+			return SL_ECORRUPT;
+		if (sl_temp_match(l->temp, d.name)) {
+			*temp = true;
+			return 0;
+		}
+		parent = d.parent;
+	}
+	*temp = false;
+	return 0;
+}
+
+int land_check_dir(struct sl_txn *t, uint64_t id)
+{
+	struct sl_inode d;
+	int rc = sl_cat_inode_get(t, id, &d);
+	if (rc)
+		return rc == SL_NOTFOUND ? ENOENT : rc;
+	return d.kind == SL_KIND_DIR ? 0 : ENOTDIR;
+}
+
+/* ---- catalog writes ---- */
+
+/* Removes every trace of id from the catalog; a missing id is fine. */
+int land_cancel(struct sl_txn *t, uint64_t id)
+{
+	struct sl_inode i;
+	uint64_t cur;
+	int rc = sl_cat_inode_get(t, id, &i);
+
+	if (rc == SL_NOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (sl_cat_dirent_get(t, i.parent, i.name, &cur) == 0 && cur == id &&
+	    (rc = sl_cat_dirent_del(t, i.parent, i.name)))
+		return rc;
+	if (i.state == SL_STATE_LANDED && (rc = sl_cat_landed_del(t, i.seq)))
+		return rc;
+	if ((rc = sl_cat_inode_del(t, id)) || (rc = sl_cat_data_del(t, id)))
+		return rc;
+	return sl_cat_pending_del(t, id);
+}
+
+int land_in_txn(struct sl_txn *t, struct sl_inode *i)
+{
+	uint64_t seq;
+	int rc;
+
+	if ((rc = sl_cat_meta_get(t, "seq", &seq)))
+		return rc;
+	i->state = SL_STATE_LANDED;
+	i->seq = seq + 1;
+	if ((rc = sl_cat_meta_put(t, "seq", i->seq)) || (rc = sl_cat_landed_put(t, i->seq, i->id)) ||
+	    (rc = sl_cat_meta_add(t, "files_landed", 1)) ||
+	    (rc = sl_cat_meta_add(t, "bytes_landed", (int64_t)i->size)))
+		return rc;
+	return sl_cat_pending_del(t, i->id);
+}
+
+int land_rec_apply(struct sl_txn *t, void *arg)
+{
+	struct rec *r = arg;
+	struct sl_inode i = r->ino;
+	uint64_t cur;
+	int rc;
+
+	if (r->excl && sl_cat_dirent_get(t, i.parent, i.name, &cur) == 0)
+		return EEXIST;
+	if (r->cancel_id && (rc = land_cancel(t, r->cancel_id)))
+		return rc;
+	if (r->del_old && sl_cat_dirent_get(t, r->old_parent, r->old_name, &cur) == 0 &&
+	    cur == i.id && (rc = sl_cat_dirent_del(t, r->old_parent, r->old_name)))
+		return rc;
+	if (r->land) {
+		if ((rc = land_in_txn(t, &i)))
+			return rc;
+	} else {
+		i.state = SL_STATE_RECORDED;
+		if ((rc = sl_cat_pending_put(t, i.id)))
+			return rc;
+	}
+	if ((rc = sl_cat_inode_put(t, &i)) || (rc = sl_cat_dirent_put(t, i.parent, i.name, i.id)))
+		return rc;
+	if (i.storage == SL_STORE_INLINE)
+		return sl_cat_data_put(t, i.id, r->data ? r->data : "", i.size);
+	return sl_cat_data_del(t, i.id);
+}
+
+int land_cancel_apply(struct sl_txn *t, void *arg)
+{
+	return land_cancel(t, *(uint64_t *)arg);
+}
+
+
+/* Fills r from n's bytes, made durable. n->rec_mu held. */
+int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t *version)
+{
+	int fd, rc = 0;
+
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_lock(&n->dmu);
+	*version = n->version;
+	r->ino.id = n->id;
+	r->ino.kind = SL_KIND_FILE;
+	r->ino.mode = n->mode;
+	r->ino.uid = n->uid;
+	r->ino.gid = n->gid;
+	r->ino.mtime_ns = n->mtime_ns;
+	r->ino.ctime_ns = n->ctime_ns;
+	r->ino.size = n->size;
+	fd = n->fd;
+	if (n->size <= SL_INLINE_MAX) {
+		r->ino.storage = SL_STORE_INLINE;
+		r->data = malloc(n->size ? n->size : 1);
+		if (!r->data)
+			rc = ENOMEM;
+		else if (fd < 0)
+			memcpy(r->data, n->buf, n->size);
+		else if (pread(fd, r->data, n->size, 0) != (ssize_t)n->size)
+			rc = errno ? errno : EIO;
+	} else {
+		r->ino.storage = SL_STORE_BLOB;
+	}
+	bool named = n->blob_named;
+	pthread_mutex_unlock(&n->dmu);
+	if (rc || r->ino.storage == SL_STORE_INLINE)
+		return rc;
+	SL_FAULT("land.before_blob_fsync");
+	if (fsync(fd))
+		return errno;
+	if (!named) {
+		if ((rc = sl_blob_sync_name(l->blobs, n->id)))
+			return rc;
+		pthread_mutex_lock(&n->dmu);
+		n->blob_named = true;
+		pthread_mutex_unlock(&n->dmu);
+	}
+	return 0;
+}
+
+static void cancel_done(void *arg, int rc)
+{
+	if (rc)
+		sl_log(SL_LOG_ERR, "cannot cancel record of id %" PRIu64 ": %s", *(uint64_t *)arg,
+		       sl_strerror(rc));
+	free(arg);
+}
+
+/*
+ * Poisons n: it never lands, its name leaves in/, its bytes go at its last
+ * release, and err is counted.
+ */
+void land_poison(struct sl_land *l, struct node *n, int err)
+{
+	int expected = 0;
+	struct node *dead;
+	bool recorded;
+
+	if (!atomic_compare_exchange_strong(&n->poison, &expected, err))
+		return;
+	sl_log(SL_LOG_WARNING, "'%s': %s: the file will not land", n->name, strerror(err));
+	sl_land_refused(l, err);
+	pthread_mutex_lock(&n->dmu);
+	recorded = n->recorded;
+	n->recorded = false;
+	pthread_mutex_unlock(&n->dmu);
+	if (recorded) {
+		uint64_t *id = malloc(sizeof(*id));
+		if (id) {
+			*id = n->id;
+			sl_catalog_write_async(l->cat, land_cancel_apply, id, cancel_done);
+		}
+	}
+	pthread_mutex_lock(&l->mu);
+	dead = land_unname_locked(l, n);
+	pthread_mutex_unlock(&l->mu);
+	if (dead)
+		land_free_node(l, dead);
+}
+
+/*
+ * Makes n durable at its name and records (path, length) in one commit,
+ * unless it is temporary, unnamed or already recorded at this version.
+ * l->op held shared or exclusive.
+ */
+int land_record_locked(struct sl_land *l, struct node *n, bool force)
+{
+	struct sl_txn *t;
+	struct rec r;
+	uint64_t version;
+	bool named, temp = true;
+	int rc;
+
+	pthread_mutex_lock(&n->rec_mu);
+	pthread_mutex_lock(&l->mu);
+	named = n->named && !n->landed;
+	r.ino.parent = n->parent;
+	memcpy(r.old_name, n->name, sizeof(n->name));
+	pthread_mutex_unlock(&l->mu);
+	rc = 0;
+	if (!named || atomic_load(&n->poison))
+		goto unlock;
+	if ((rc = sl_catalog_read(l->cat, &t)))
+		goto unlock;
+	rc = land_path_is_temp(l, t, r.ino.parent, r.old_name, &temp);
+	sl_txn_end(t);
+	if (rc)
+		goto unlock;
+	pthread_mutex_lock(&n->dmu);
+	bool current = n->recorded && n->rec_version == n->version;
+	int fd = n->fd;
+	pthread_mutex_unlock(&n->dmu);
+	if (temp) {
+		/* a temp file's fsync still reaches the disk; FLUSH does not sync */
+		if (force && fd >= 0 && fsync(fd))
+			rc = errno;
+		goto unlock;
+	}
+	if (current)
+		goto unlock;
+	uint64_t parent = r.ino.parent;
+	char name[SL_NAME_MAX + 1];
+	memcpy(name, r.old_name, sizeof(name));
+	rc = land_make_durable(l, n, &r, &version);
+	if (rc == 0) {
+		r.ino.parent = parent;
+		memcpy(r.ino.name, name, sizeof(name));
+		SL_FAULT("land.before_record");
+		rc = sl_catalog_write(l->cat, land_rec_apply, &r);
+		SL_FAULT("land.after_record");
+	}
+	free(r.data);
+	if (rc == 0) {
+		pthread_mutex_lock(&n->dmu);
+		n->recorded = true;
+		if (version > n->rec_version)
+			n->rec_version = version;
+		pthread_mutex_unlock(&n->dmu);
+	}
+unlock:
+	pthread_mutex_unlock(&n->rec_mu);
+	if (rc > 0)
+		land_poison(l, n, rc);
+	return rc;
+}
+
+/* ---- publish: RELEASE of a final-named file ---- */
+
+struct pub {
+	struct sl_land *l;
+	struct node *n;
+	struct sl_inode attrs; /* the attributes it lands with */
+	bool landed;           /* out: the apply found it recorded and landed it */
+};
+
+static int publish_apply(struct sl_txn *t, void *arg)
+{
+	struct pub *p = arg;
+	struct sl_inode i;
+	int rc = sl_cat_inode_get(t, p->n->id, &i);
+
+	p->landed = false;
+	if (rc == SL_NOTFOUND)
+		return 0; /* unlinked meanwhile */
+	if (rc)
+		return rc;
+	if (i.state != SL_STATE_RECORDED)
+		return 0;
+	i.mode = p->attrs.mode;
+	i.uid = p->attrs.uid;
+	i.gid = p->attrs.gid;
+	i.mtime_ns = p->attrs.mtime_ns;
+	i.ctime_ns = p->attrs.ctime_ns;
+	i.landed_ns = p->attrs.landed_ns;
+	if ((rc = land_in_txn(t, &i)) || (rc = sl_cat_inode_put(t, &i)))
+		return rc;
+	p->landed = true;
+	return 0;
+}
+
+static void publish_done(void *arg, int rc)
+{
+	struct pub *p = arg;
+	struct sl_land *l = p->l;
+	struct node *n = p->n, *dead1 = NULL, *dead2;
+
+	if (rc)
+		sl_log(SL_LOG_ERR, "cannot land '%s': %s (it lands at the next start)", n->name,
+		       sl_strerror(rc));
+	atomic_fetch_sub(&l->publishing, 1);
+	pthread_mutex_lock(&l->mu);
+	n->publishing = false;
+	if (rc == 0 && p->landed) {
+		pthread_mutex_lock(&n->dmu);
+		n->keep_blob = n->fd >= 0 && n->size > SL_INLINE_MAX;
+		pthread_mutex_unlock(&n->dmu);
+		n->landed = true;
+		dead1 = land_unname_locked(l, n);
+	}
+	dead2 = dead1 ? NULL : unref_locked(l, n);
+	pthread_mutex_unlock(&l->mu);
+	if (dead1)
+		land_unref(l, dead1);
+	if (dead2)
+		land_free_node(l, dead2);
+	if (rc == 0 && p->landed && l->on_land)
+		l->on_land(l->on_land_ctx);
+	free(p);
+}
+
+/* Queues the landing of n. l->op held; n has no writer left. */
+void land_publish(struct sl_land *l, struct node *n)
+{
+	struct pub *p = calloc(1, sizeof(*p));
+	if (!p) {
+		sl_log(SL_LOG_ERR, "cannot land '%s': out of memory (it lands at the next start)",
+		       n->name);
+		return;
+	}
+	p->l = l;
+	p->n = n;
+	pthread_mutex_lock(&n->dmu);
+	p->attrs.mode = n->mode;
+	p->attrs.uid = n->uid;
+	p->attrs.gid = n->gid;
+	p->attrs.mtime_ns = n->mtime_ns;
+	p->attrs.ctime_ns = n->ctime_ns;
+	pthread_mutex_unlock(&n->dmu);
+	p->attrs.landed_ns = land_now_ns();
+	pthread_mutex_lock(&l->mu);
+	n->publishing = true;
+	n->refs++;
+	pthread_mutex_unlock(&l->mu);
+	atomic_fetch_add(&l->publishing, 1);
+	SL_FAULT("land.before_publish");
+	sl_catalog_write_lazy(l->cat, publish_apply, p, publish_done);
+}
+
+/* ---- counters ---- */
+
+static const char *refused_key(int err, char *buf, size_t len)
+{
+	const char *name = sl_errno_name(err);
+	if (name)
+		snprintf(buf, len, "refused.%s", name);
+	else
+		snprintf(buf, len, "refused.E%d", err);
+	return buf;
+}
+
+/* Rides every group commit: the counters `sluice status` reads. */
+int land_counters_apply(struct sl_txn *t, void *arg)
+{
+	struct sl_land *l = arg;
+	uint64_t refused[SL_ERRNO_MAX];
+	char key[64];
+	bool dirty;
+	int rc;
+
+	pthread_mutex_lock(&l->mu);
+	dirty = l->counters_dirty;
+	memcpy(refused, l->refused, sizeof(refused));
+	pthread_mutex_unlock(&l->mu);
+	for (int e = 1; dirty && e < SL_ERRNO_MAX; e++)
+		if (refused[e] && (rc = sl_cat_meta_put(t, refused_key(e, key, sizeof(key)),
+							 refused[e])))
+			return rc;
+	return 0;
+}
+
+static int errno_by_name(const char *name)
+{
+	for (int e = 1; e < SL_ERRNO_MAX; e++) {
+		const char *n = sl_errno_name(e);
+		if (n && !strcmp(n, name))
+			return e;
+	}
+	if (name[0] == 'E' && name[1] >= '0' && name[1] <= '9')
+		return atoi(name + 1);
+	return 0;
+}
+
+int land_load_refused(void *ctx, const char *key, uint64_t val)
+{
+	struct sl_land *l = ctx;
+	int e = errno_by_name(key + strlen("refused."));
+	if (e > 0 && e < SL_ERRNO_MAX)
+		l->refused[e] = val;
+	return 0;
+}
+
+void sl_land_counters(struct sl_land *l, struct sl_land_counters *out)
+{
+	struct sl_txn *t;
+
+	memset(out, 0, sizeof(*out));
+	if (sl_catalog_read(l->cat, &t) == 0) {
+		sl_cat_meta_get(t, "files_landed", &out->files_landed);
+		sl_cat_meta_get(t, "bytes_landed", &out->bytes_landed);
+		sl_txn_end(t);
+	}
+	out->in_flight = atomic_load(l->in_flight);
+	pthread_mutex_lock(&l->mu);
+	memcpy(out->refused, l->refused, sizeof(out->refused));
+	pthread_mutex_unlock(&l->mu);
+}
+
+uint64_t land_lowest_live(void *ctx)
+{
+	struct sl_land *l = ctx;
+	uint64_t lo = UINT64_MAX;
+
+	pthread_mutex_lock(&l->mu);
+	for (size_t b = 0; b < NBUCKET; b++)
+		for (struct node *n = l->by_id[b]; n; n = n->id_next)
+			if (n->id < lo)
+				lo = n->id;
+	pthread_mutex_unlock(&l->mu);
+	return lo;
+}
+
+void land_drop_nodes(struct sl_land *l)
+{
+	struct node *all = NULL;
+
+	pthread_mutex_lock(&l->mu);
+	for (size_t b = 0; b < NBUCKET; b++) {
+		struct node *n = l->by_id[b], *next;
+		for (; n; n = next) {
+			next = n->id_next;
+			n->id_next = all;
+			all = n;
+		}
+		l->by_id[b] = NULL;
+		l->by_name[b] = NULL;
+	}
+	pthread_mutex_unlock(&l->mu);
+	for (struct node *n = all, *next; n; n = next) {
+		next = n->id_next;
+		n->in_id_table = false;
+		pthread_mutex_lock(&n->dmu);
+		bool recorded = n->recorded && !atomic_load(&n->poison);
+		pthread_mutex_unlock(&n->dmu);
+		if (recorded && n->named && !n->landed) {
+			/* recovery would land it at the next start: land it now */
+			struct pub p = {.l = l, .n = n};
+			p.attrs.mode = n->mode;
+			p.attrs.uid = n->uid;
+			p.attrs.gid = n->gid;
+			p.attrs.mtime_ns = n->mtime_ns;
+			p.attrs.ctime_ns = n->ctime_ns;
+			p.attrs.landed_ns = land_now_ns();
+			if (sl_catalog_write(l->cat, publish_apply, &p) == 0 && p.landed)
+				n->keep_blob = n->fd >= 0 && n->size > SL_INLINE_MAX;
+		}
+		land_free_node(l, n);
+	}
+	atomic_store(l->in_flight, 0);
+}
