@@ -504,7 +504,7 @@ static int list_cb(void *ctx, const char *name, uint64_t id)
 	int rc;
 
 	/* recorded in-flight files are in both places: memory wins */
-	if (bsearch(&key, c->nodes, c->nnodes, sizeof(key), by_id))
+	if (c->nnodes && bsearch(&key, c->nodes, c->nnodes, sizeof(key), by_id))
 		return 0;
 	if ((rc = sl_cat_inode_get(c->t, id, &i)))
 		return rc == SL_NOTFOUND ? 0 : rc;
@@ -541,7 +541,8 @@ int sl_land_list(struct sl_land *l, uint64_t dir,
 	pthread_mutex_unlock(&l->mu);
 	if (rc)
 		goto free_nodes;
-	qsort(c.nodes, c.nnodes, sizeof(*c.nodes), by_id);
+	if (c.nnodes)
+		qsort(c.nodes, c.nnodes, sizeof(*c.nodes), by_id);
 	if ((rc = sl_catalog_read(l->cat, &c.t)))
 		goto free_nodes;
 	rc = land_check_dir(c.t, dir);

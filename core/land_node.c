@@ -336,7 +336,7 @@ int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t
 		if (!r->data)
 			rc = ENOMEM;
 		else if (fd < 0)
-			memcpy(r->data, n->buf, n->size);
+			memcpy(r->data, n->buf ? n->buf : (unsigned char *)"", n->size);
 		else if (pread(fd, r->data, n->size, 0) != (ssize_t)n->size)
 			rc = errno ? errno : EIO;
 	} else {

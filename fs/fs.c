@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <stdarg.h>
@@ -48,6 +49,7 @@ struct rendered {
 struct fh {
 	struct sl_handle *h;       /* a file of in/ or archive/ */
 	struct rendered r;         /* or a rendered file */
+	atomic_int refs;           /* 1 for the open + 1 per reply in progress */
 };
 
 struct dent {
@@ -59,6 +61,24 @@ struct dirsnap {
 	struct dent *v;
 	size_t n, cap;
 };
+
+static struct fh *fh_new(void)
+{
+	struct fh *f = calloc(1, sizeof(*f));
+	if (f)
+		atomic_init(&f->refs, 1);
+	return f;
+}
+
+static void fh_put(struct fh *f)
+{
+	if (atomic_fetch_sub(&f->refs, 1) != 1)
+		return;
+	if (f->h)
+		sl_land_release(f->h);
+	free(f->r.data);
+	free(f);
+}
 
 static struct fs *fs_of(fuse_req_t req)
 {
@@ -188,6 +208,12 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	/* landing needs every write to reach us before FLUSH: write-through */
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	conn->want |= FUSE_CAP_ATOMIC_O_TRUNC & conn->capable;
+	/*
+	 * With asynchronous direct I/O a short read returns to the reader while
+	 * its other READs are still queued, so RELEASE could free a rendered
+	 * file under them; rendered files are small, read them in order.
+	 */
+	conn->want &= ~(unsigned)FUSE_CAP_ASYNC_DIO;
 
 	/* the catalog is opened here, after the fork of fuse_daemonize() */
 	rc = sl_land_open(fs->args->datadir, &o, &fs->land);
@@ -417,7 +443,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, rc);
 		return;
 	}
-	f = calloc(1, sizeof(*f));
+	f = fh_new();
 	if (!f) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -435,11 +461,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	e.ino = a.id;
 	fill_stat(&a, &e.attr);
 	e.entry_timeout = SHORT_TIMEOUT;
-	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		/* interrupted: the kernel will not release it */
-		sl_land_release(f->h);
-		free(f);
-	}
+	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		fh_put(f); /* interrupted: the kernel will not release it */
 }
 
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -454,7 +477,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
-	f = calloc(1, sizeof(*f));
+	f = fh_new();
 	if (!f) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -477,12 +500,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uintptr_t)f;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		if (f->h)
-			sl_land_release(f->h);
-		free(f->r.data);
-		free(f);
-	}
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		fh_put(f); /* interrupted: the kernel will not release it */
 }
 
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -497,7 +516,13 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (!f->h) {
 		if ((size_t)off < f->r.len)
 			n = f->r.len - (size_t)off < size ? f->r.len - (size_t)off : size;
-		fuse_reply_buf(req, f->r.data + off, n);
+		/*
+		 * The reply reaches the reader before fuse_reply_buf() returns,
+		 * so a RELEASE may come in meanwhile: hold the bytes until then.
+		 */
+		atomic_fetch_add(&f->refs, 1);
+		fuse_reply_buf(req, n ? f->r.data + off : NULL, n);
+		fh_put(f);
 		return;
 	}
 	fd = sl_land_read_fd(f->h);
@@ -585,12 +610,8 @@ static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fh *f = (struct fh *)fi->fh;
 	(void)ino;
-	if (f->h)
-		sl_land_release(f->h);
-	free(f->r.data);
-	free(f);
+	fh_put((struct fh *)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
