@@ -515,46 +515,36 @@ static void *commit_main(void *arg)
 	return NULL;
 }
 
-/* Queues r; returns false when no commit thread runs (commit inline). */
-static bool enqueue(struct sl_catalog *cat, struct wreq *r)
+/*
+ * Queues r, on the lazy list when lazy (its first entry starts the timer);
+ * returns false when no commit thread runs (the caller commits inline).
+ */
+static bool enqueue(struct sl_catalog *cat, struct wreq *r, bool lazy)
 {
-	pthread_mutex_lock(&cat->q_mu);
-	if (!cat->running || cat->stop) {
-		pthread_mutex_unlock(&cat->q_mu);
-		return false;
-	}
-	r->next = NULL;
-	if (cat->tail)
-		cat->tail->next = r;
-	else
-		cat->head = r;
-	cat->tail = r;
-	pthread_cond_signal(&cat->q_cv);
-	pthread_mutex_unlock(&cat->q_mu);
-	return true;
-}
+	struct wreq **head = lazy ? &cat->lazy_head : &cat->head;
+	struct wreq **tail = lazy ? &cat->lazy_tail : &cat->tail;
 
-static bool enqueue_lazy(struct sl_catalog *cat, struct wreq *r)
-{
 	pthread_mutex_lock(&cat->q_mu);
 	if (!cat->running || cat->stop) {
 		pthread_mutex_unlock(&cat->q_mu);
 		return false;
 	}
 	r->next = NULL;
-	if (cat->lazy_tail) {
-		cat->lazy_tail->next = r;
-	} else {
-		cat->lazy_head = r;
+	if (*tail)
+		(*tail)->next = r;
+	else
+		*head = r;
+	*tail = r;
+	if (lazy && *head == r) {
 		clock_gettime(CLOCK_REALTIME, &cat->lazy_deadline);
 		cat->lazy_deadline.tv_nsec += LAZY_NS;
 		if (cat->lazy_deadline.tv_nsec >= 1000000000) {
 			cat->lazy_deadline.tv_sec++;
 			cat->lazy_deadline.tv_nsec -= 1000000000;
 		}
-		pthread_cond_signal(&cat->q_cv); /* to start the timer */
 	}
-	cat->lazy_tail = r;
+	if (!lazy || *head == r)
+		pthread_cond_signal(&cat->q_cv); /* work, or a timer to start */
 	pthread_mutex_unlock(&cat->q_mu);
 	return true;
 }
@@ -576,7 +566,7 @@ int sl_catalog_write(struct sl_catalog *cat, sl_apply_fn fn, void *arg)
 
 	if (cat->rdonly)
 		return EROFS;
-	if (!enqueue(cat, &r)) {
+	if (!enqueue(cat, &r, false)) {
 		run_inline(cat, &r);
 		return r.rc;
 	}
@@ -600,7 +590,7 @@ static int write_async(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_don
 	r->fn = fn;
 	r->arg = arg;
 	r->done = done;
-	if (!(lazy ? enqueue_lazy(cat, r) : enqueue(cat, r))) {
+	if (!enqueue(cat, r, lazy)) {
 		run_inline(cat, r);
 		done(arg, r->rc);
 		free(r);
