@@ -7,7 +7,7 @@
 #ifndef SLUICE_CORE_FAULT_H
 #define SLUICE_CORE_FAULT_H
 
-#include "config.h"
+#include "sluice-build.h"
 
 #if SL_FAULTS
 void sl_fault_hit(const char *name);

@@ -1,123 +1,891 @@
 /* SPDX-License-Identifier: MIT */
-/* sluice.json loading and rendered JSON; the one file that includes jansson. */
+/*
+ * sluice.json loading and rendered JSON; the one file that includes jansson.
+ * The config walk below only reads the tree: every rule lives in config.c.
+ */
 #include <errno.h>
 #include <jansson.h>
-#include <regex.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "config.h"
 #include "err.h"
 #include "json.h"
 
-struct sl_config {
-	json_t *root;
-	const char **names;
-	size_t n;
+#define AGG_NAME_MAX 255 /* longest aggregate output name, in bytes */
+
+/* The walk's position: the dotted path of the field being read, for errors. */
+struct walk {
+	char path[1024];
+	size_t len;
+	char *err;
+	size_t errlen;
 };
 
-static bool valid_query_name(const char *s)
+static size_t push(struct walk *w, const char *fmt, const char *s)
+{
+	size_t old = w->len;
+	int n = snprintf(w->path + w->len, sizeof(w->path) - w->len, fmt, s);
+
+	if (n > 0)
+		w->len =
+		    w->len + (size_t)n < sizeof(w->path) ? w->len + (size_t)n : sizeof(w->path) - 1;
+	return old;
+}
+
+static size_t push_key(struct walk *w, const char *key)
+{
+	return push(w, w->len ? ".%s" : "%s", key);
+}
+
+static size_t push_index(struct walk *w, size_t i)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%zu", i);
+	return push(w, "[%s]", buf);
+}
+
+static void pop(struct walk *w, size_t old)
+{
+	w->len = old;
+	w->path[old] = 0;
+}
+
+/* Writes "<path>: <message>" and returns SL_ECONFIG. */
+__attribute__((format(printf, 2, 3))) static int wfail(struct walk *w, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (!w->err || !w->errlen)
+		return SL_ECONFIG;
+	n = snprintf(w->err, w->errlen, "%s: ", w->path);
+	if (n >= 0 && (size_t)n < w->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(w->err + n, w->errlen - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+	return SL_ECONFIG;
+}
+
+/* Prefixes a helper's message (in msg) with the path; passes other codes through. */
+static int wcheck(struct walk *w, int rc, const char *msg)
+{
+	return rc == SL_ECONFIG ? wfail(w, "%s", msg) : rc;
+}
+
+/* Describes j as an option value; buf holds the text of numbers. */
+static void to_value(const json_t *j, struct sl_config_value *v, char *buf, size_t len)
+{
+	int prec, exp;
+
+	*v = (struct sl_config_value){.kind = SL_CONFIG_V_OTHER, .str = buf};
+	switch (json_typeof(j)) {
+	case JSON_STRING:
+		v->kind = SL_CONFIG_V_STRING;
+		v->str = json_string_value(j);
+		break;
+	case JSON_INTEGER:
+		v->kind = SL_CONFIG_V_INT;
+		v->i = json_integer_value(j);
+		snprintf(buf, len, "%lld", (long long)v->i);
+		break;
+	case JSON_REAL:
+		/*
+		 * The shortest text that reads back, without an exponent below
+		 * 1e17, and with ".0" so that 500.0 does not read as 500.
+		 */
+		for (prec = 1; prec < 17; prec++) {
+			snprintf(buf, len, "%.*g", prec, json_real_value(j));
+			if (strtod(buf, NULL) == json_real_value(j))
+				break;
+		}
+		exp = strchr(buf, 'e') ? atoi(strchr(buf, 'e') + 1) : 0;
+		if (exp >= prec && exp < 17)
+			snprintf(buf, len, "%.*g", exp + 1, json_real_value(j));
+		if (!strpbrk(buf, ".en")) /* n: inf, nan */
+			strncat(buf, ".0", len - strlen(buf) - 1);
+		break;
+	case JSON_TRUE:
+	case JSON_FALSE:
+		v->kind = SL_CONFIG_V_BOOL;
+		v->b = json_is_true(j);
+		v->str = v->b ? "true" : "false";
+		break;
+	case JSON_NULL:
+		v->str = "null";
+		break;
+	case JSON_OBJECT:
+	case JSON_ARRAY:
+		v->kind = SL_CONFIG_V_COMPOSITE;
+		v->str = json_is_object(j) ? "an object" : "an array";
+		break;
+	}
+}
+
+static int expect_object(struct walk *w, const json_t *j)
+{
+	char buf[64];
+	struct sl_config_value v;
+
+	if (json_is_object(j))
+		return 0;
+	to_value(j, &v, buf, sizeof(buf));
+	return v.kind == SL_CONFIG_V_COMPOSITE ? wfail(w, "expected an object, got %s", v.str)
+					       : wfail(w, "expected an object, got '%s'", v.str);
+}
+
+/* Refuses keys of obj not in the NULL-terminated list. */
+static int check_keys(struct walk *w, json_t *obj, const char *const *known)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(obj, key, v) {
+		const char *near = NULL;
+		size_t i, old;
+		for (i = 0; known[i]; i++) {
+			if (!strcmp(key, known[i]))
+				break;
+			if (!strcasecmp(key, known[i]))
+				near = known[i];
+		}
+		if (known[i])
+			continue;
+		old = push_key(w, key);
+		if (near)
+			wfail(w, "unknown option (did you mean '%s'?)", near);
+		else
+			wfail(w, "unknown option");
+		pop(w, old);
+		return SL_ECONFIG;
+	}
+	return 0;
+}
+
+/*
+ * Each typed reader takes the field's key under the object obj, reads it
+ * when present (*found tells), and names the field in errors.
+ */
+enum kind { K_BOOL, K_POSINT, K_DURATION, K_SIZE, K_STRING };
+
+struct field {
+	const char *key;
+	enum kind kind;
+	void *out;   /* bool, int64_t, int64_t, uint64_t, const char * */
+	int64_t max; /* K_POSINT: largest value */
+};
+
+static int read_field(struct walk *w, json_t *obj, const struct field *f, bool *found)
+{
+	json_t *j = json_object_get(obj, f->key);
+	struct sl_config_value v;
+	char buf[64], msg[512];
+	size_t old;
+	int rc = 0;
+
+	if (found)
+		*found = j != NULL;
+	if (!j)
+		return 0;
+	to_value(j, &v, buf, sizeof(buf));
+	switch (f->kind) {
+	case K_BOOL:
+		rc = sl_config_value_bool(&v, f->out, msg, sizeof(msg));
+		break;
+	case K_POSINT:
+		rc = sl_config_value_posint(&v, f->max, f->out, msg, sizeof(msg));
+		break;
+	case K_DURATION:
+		rc = sl_config_value_duration(&v, f->out, msg, sizeof(msg));
+		break;
+	case K_SIZE:
+		rc = sl_config_value_size(&v, f->out, msg, sizeof(msg));
+		break;
+	case K_STRING:
+		rc = sl_config_value_string(&v, f->out, msg, sizeof(msg));
+		break;
+	}
+	if (rc) {
+		old = push_key(w, f->key);
+		rc = wcheck(w, rc, msg);
+		pop(w, old);
+	}
+	return rc;
+}
+
+/* Reads an enum field (names NULL-terminated; any case) into *out, when present. */
+static int read_enum(struct walk *w, json_t *obj, const char *key, const char *const *names,
+		     int *out)
+{
+	json_t *j = json_object_get(obj, key);
+	struct sl_config_value v;
+	char buf[64], msg[512];
+	size_t old;
+	int rc;
+
+	if (!j)
+		return 0;
+	to_value(j, &v, buf, sizeof(buf));
+	rc = sl_config_value_enum(&v, names, out, msg, sizeof(msg));
+	if (rc) {
+		old = push_key(w, key);
+		rc = wcheck(w, rc, msg);
+		pop(w, old);
+	}
+	return rc;
+}
+
+static int missing(struct walk *w, const char *key)
+{
+	size_t old = push_key(w, key);
+	int rc = wfail(w, "required");
+
+	pop(w, old);
+	return rc;
+}
+
+/*
+ * Reads the array at key into new indexes of schema's columns (*out is
+ * new, freed with the query): distinct names, at least one.
+ */
+static int read_columns(struct walk *w, json_t *obj, const char *key, const struct sl_schema *s,
+			size_t **out, size_t *n)
+{
+	json_t *arr = json_object_get(obj, key), *e;
+	size_t old = push_key(w, key), i, *cols = NULL;
+	char msg[512];
+	int rc = 0;
+
+	if (!json_is_array(arr)) {
+		rc = wfail(w, "expected an array of column names");
+		goto done;
+	}
+	if (json_array_size(arr) == 0) {
+		rc = wfail(w, "expected at least one column");
+		goto done;
+	}
+	cols = calloc(json_array_size(arr), sizeof(*cols));
+	if (!cols) {
+		rc = ENOMEM;
+		goto done;
+	}
+	json_array_foreach(arr, i, e) {
+		size_t o2 = push_index(w, i);
+		if (!json_is_string(e))
+			rc = wfail(w, "expected a column name");
+		else
+			rc = wcheck(w,
+				    sl_config_column_ref(s, json_string_value(e), -1, &cols[i], msg,
+							 sizeof(msg)),
+				    msg);
+		for (size_t k = 0; rc == 0 && k < i; k++)
+			if (cols[k] == cols[i])
+				rc = wfail(w, "duplicate column '%s'", json_string_value(e));
+		pop(w, o2);
+		if (rc)
+			goto done;
+	}
+	*out = cols;
+	*n = i;
+	cols = NULL;
+done:
+	free(cols);
+	pop(w, old);
+	return rc;
+}
+
+/* Reads a column reference that must have type want (-1: any). */
+static int read_colref(struct walk *w, json_t *obj, const char *key, const struct sl_schema *s,
+		       int want, size_t *out)
+{
+	const char *name;
+	struct field f = {key, K_STRING, &name, 0};
+	char msg[512];
+	bool found;
+	size_t old;
+	int rc;
+
+	rc = read_field(w, obj, &f, &found);
+	if (rc)
+		return rc;
+	if (!found)
+		return missing(w, key);
+	old = push_key(w, key);
+	rc = wcheck(w, sl_config_column_ref(s, name, want, out, msg, sizeof(msg)), msg);
+	pop(w, old);
+	return rc;
+}
+
+static const char *const source_keys[] = {"format",
+					  "path",
+					  "schema",
+					  "maxFilesPerTrigger",
+					  "maxBytesPerTrigger",
+					  "latestFirst",
+					  "maxFileAge",
+					  "fileAgeBy",
+					  "fileNameOnly",
+					  "mode",
+					  "cleanSource",
+					  "header",
+					  "sep",
+					  NULL};
+
+/* csv's sep: one ASCII byte other than a quote or a line break, or the two characters \t. */
+static int read_sep(struct walk *w, json_t *src, char *out)
+{
+	const char *s;
+	struct field f = {"sep", K_STRING, &s, 0};
+	bool found;
+	size_t old;
+	int rc;
+
+	rc = read_field(w, src, &f, &found);
+	if (rc || !found)
+		return rc;
+	if (!strcmp(s, "\\t"))
+		s = "\t";
+	if (strlen(s) == 1 && (unsigned char)s[0] < 0x80 && !strchr("\"\r\n", s[0])) {
+		*out = s[0];
+		return 0;
+	}
+	old = push_key(w, "sep");
+	rc = wfail(w, "expected one ASCII character other than '\"' or a line break, got '%s'", s);
+	pop(w, old);
+	return rc;
+}
+
+static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
+{
+	static const char *const formats[] = {"json", "csv", "text", NULL};
+	static const char *const modes[] = {"PERMISSIVE", "DROPMALFORMED", "FAILFAST", NULL};
+	static const char *const cleans[] = {"off", "archive", "delete", NULL};
+	static const char *const ages[] = {"landed", "mtime", NULL};
+	struct sl_source_config *s = &q->source;
+	const char *path, *ddl;
+	bool has_files, has_bytes, found;
+	int fmt = -1, v, rc;
+	uint64_t bytes = 0;
+	char msg[512];
+	size_t old;
+
+	rc = expect_object(w, src);
+	if (!rc)
+		rc = check_keys(w, src, source_keys);
+	if (!rc)
+		rc = read_enum(w, src, "format", formats, &fmt);
+	if (rc)
+		return rc;
+	if (fmt < 0)
+		return missing(w, "format");
+	s->format = (enum sl_source_format)fmt;
+
+	struct field fpath = {"path", K_STRING, &path, 0};
+	rc = read_field(w, src, &fpath, &found);
+	if (rc)
+		return rc;
+	if (!found)
+		return missing(w, "path");
+	old = push_key(w, "path");
+	rc = wcheck(w, sl_config_path_parse(path, &s->path, msg, sizeof(msg)), msg);
+	pop(w, old);
+	if (rc)
+		return rc;
+
+	struct field fschema = {"schema", K_STRING, &ddl, 0};
+	rc = read_field(w, src, &fschema, &found);
+	if (rc)
+		return rc;
+	old = push_key(w, "schema");
+	if (s->format == SL_SOURCE_TEXT && found)
+		rc = wfail(w, "the text format has the fixed schema 'value STRING'");
+	else if (s->format == SL_SOURCE_TEXT)
+		rc = sl_config_schema_parse("value STRING", &s->schema, NULL, 0);
+	else if (!found)
+		rc = wfail(w, "required for the %s format", formats[s->format]);
+	else
+		rc = wcheck(w, sl_config_schema_parse(ddl, &s->schema, msg, sizeof(msg)), msg);
+	pop(w, old);
+	if (rc)
+		return rc;
+
+	if (s->format != SL_SOURCE_CSV) {
+		const char *csv_only = json_object_get(src, "header") ? "header"
+				       : json_object_get(src, "sep")  ? "sep"
+								      : NULL;
+		if (csv_only) {
+			old = push_key(w, csv_only);
+			rc = wfail(w, "only for the csv format");
+			pop(w, old);
+			return rc;
+		}
+	}
+	has_files = json_object_get(src, "maxFilesPerTrigger") != NULL;
+	has_bytes = json_object_get(src, "maxBytesPerTrigger") != NULL;
+	if (has_files && has_bytes) {
+		old = push_key(w, "maxBytesPerTrigger");
+		rc = wfail(w, "cannot be combined with maxFilesPerTrigger: set only one");
+		pop(w, old);
+		return rc;
+	}
+	const struct field fields[] = {
+	    {"maxFilesPerTrigger", K_POSINT, &s->max_files, INT32_MAX},
+	    {"maxBytesPerTrigger", K_SIZE, &bytes, 0},
+	    {"latestFirst", K_BOOL, &s->latest_first, 0},
+	    {"maxFileAge", K_DURATION, &s->max_file_age_us, 0},
+	    {"fileNameOnly", K_BOOL, &s->file_name_only, 0},
+	    {"header", K_BOOL, &s->header, 0},
+	};
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		rc = read_field(w, src, &fields[i], NULL);
+		if (rc)
+			return rc;
+	}
+	s->max_bytes = (int64_t)bytes; /* sizes stop at INT64_MAX */
+	v = (int)s->file_age_by;
+	rc = read_enum(w, src, "fileAgeBy", ages, &v);
+	s->file_age_by = (enum sl_file_age_by)v;
+	v = (int)s->mode;
+	if (!rc)
+		rc = read_enum(w, src, "mode", modes, &v);
+	s->mode = (enum sl_parse_mode)v;
+	v = (int)s->clean;
+	if (!rc)
+		rc = read_enum(w, src, "cleanSource", cleans, &v);
+	s->clean = (enum sl_clean_source)v;
+	if (!rc)
+		rc = read_sep(w, src, &s->sep);
+	return rc;
+}
+
+static int walk_watermark(struct walk *w, json_t *wm, struct sl_query_config *q)
+{
+	static const char *const keys[] = {"column", "delay", NULL};
+	struct field f = {"delay", K_DURATION, &q->wm_delay_us, 0};
+	bool found;
+	int rc;
+
+	rc = expect_object(w, wm);
+	if (!rc)
+		rc = check_keys(w, wm, keys);
+	if (!rc)
+		rc = read_colref(w, wm, "column", &q->source.schema, SL_TYPE_TIMESTAMP, &q->wm_col);
+	if (!rc)
+		rc = read_field(w, wm, &f, &found);
+	if (!rc && !found)
+		rc = missing(w, "delay");
+	q->has_watermark = rc == 0;
+	return rc;
+}
+
+static int walk_window(struct walk *w, json_t *win, struct sl_query_config *q)
+{
+	static const char *const keys[] = {"column", "duration", "slide", NULL};
+	struct field fd = {"duration", K_DURATION, &q->win_duration_us, 0};
+	struct field fs = {"slide", K_DURATION, &q->win_slide_us, 0};
+	bool has_dur, has_slide;
+	size_t old;
+	int rc;
+
+	rc = expect_object(w, win);
+	if (!rc)
+		rc = check_keys(w, win, keys);
+	if (!rc)
+		rc = read_colref(w, win, "column", &q->source.schema, SL_TYPE_TIMESTAMP,
+				 &q->win_col);
+	if (!rc)
+		rc = read_field(w, win, &fd, &has_dur);
+	if (!rc && !has_dur)
+		rc = missing(w, "duration");
+	if (!rc)
+		rc = read_field(w, win, &fs, &has_slide);
+	if (rc)
+		return rc;
+	if (q->win_duration_us == 0) {
+		old = push_key(w, "duration");
+		rc = wfail(w, "must be positive");
+		pop(w, old);
+		return rc;
+	}
+	if (!has_slide)
+		q->win_slide_us = q->win_duration_us;
+	if (q->win_slide_us == 0 || q->win_slide_us > q->win_duration_us) {
+		old = push_key(w, "slide");
+		rc = wfail(w, q->win_slide_us ? "must not exceed the window duration"
+					      : "must be positive");
+		pop(w, old);
+		return rc;
+	}
+	q->has_window = true;
+	return 0;
+}
+
+static int walk_groupby(struct walk *w, json_t *g, struct sl_query_config *q)
+{
+	static const char *const keys[] = {"window", "columns", NULL};
+	json_t *win, *cols;
+	size_t old;
+	int rc;
+
+	rc = expect_object(w, g);
+	if (!rc)
+		rc = check_keys(w, g, keys);
+	if (rc)
+		return rc;
+	win = json_object_get(g, "window");
+	if (!win && !json_object_get(g, "columns"))
+		return wfail(w, "expected a window, columns or both");
+	if (win) {
+		old = push_key(w, "window");
+		rc = walk_window(w, win, q);
+		pop(w, old);
+		if (rc)
+			return rc;
+	}
+	cols = json_object_get(g, "columns");
+	/* with a window, "columns": [] is the same as no columns */
+	if (cols && !(win && json_is_array(cols) && json_array_size(cols) == 0)) {
+		rc = read_columns(w, g, "columns", &q->source.schema, &q->group, &q->ngroup);
+		if (rc)
+			return rc;
+	}
+	q->has_groupby = true;
+	return 0;
+}
+
+static bool agg_name_ok(const char *s)
 {
 	size_t n = strlen(s);
-	if (n == 0 || n > 64)
+
+	if (n == 0 || n > AGG_NAME_MAX)
 		return false;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		      (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
 			return false;
 	return true;
 }
 
-int sl_config_load(const char *datadir, struct sl_config **out, char *err, size_t errlen)
+static int walk_aggregate(struct walk *w, json_t *a, struct sl_query_config *q)
 {
+	const char *key;
+	char msg[512];
+	json_t *e;
+	int rc;
+
+	rc = expect_object(w, a);
+	if (rc)
+		return rc;
+	if (json_object_size(a) == 0)
+		return wfail(w, "expected at least one aggregate, e.g. {\"n\": \"count(*)\"}");
+	q->aggs = calloc(json_object_size(a), sizeof(*q->aggs));
+	if (!q->aggs)
+		return ENOMEM;
+	json_object_foreach(a, key, e) {
+		struct sl_aggregate *agg = &q->aggs[q->naggs];
+		size_t old = push_key(w, key);
+		if (!agg_name_ok(key))
+			rc = wfail(w, "an output name is 1 to %d bytes without control characters",
+				   AGG_NAME_MAX);
+		else if (!json_is_string(e))
+			rc = wfail(w, "expected a string such as \"count(*)\" or \"sum(col)\"");
+		else
+			rc = wcheck(w,
+				    sl_config_aggregate_parse(json_string_value(e),
+							      &q->source.schema, agg, msg,
+							      sizeof(msg)),
+				    msg);
+		pop(w, old);
+		if (rc)
+			return rc;
+		agg->name = strdup(key);
+		if (!agg->name)
+			return ENOMEM;
+		q->naggs++;
+	}
+	return 0;
+}
+
+static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
+{
+	static const char *const keys[] = {"format", "compression", "partitionBy", NULL};
+	static const char *const formats[] = {"json", "csv", NULL};
+	static const char *const codecs[] = {"none", "zstd", NULL};
+	json_t *pb, *e;
+	char msg[512];
+	size_t i, old;
+	int v, rc;
+
+	rc = expect_object(w, sink);
+	if (!rc)
+		rc = check_keys(w, sink, keys);
+	v = (int)q->sink_format;
+	if (!rc)
+		rc = read_enum(w, sink, "format", formats, &v);
+	q->sink_format = (enum sl_sink_format)v;
+	v = (int)q->compression;
+	if (!rc)
+		rc = read_enum(w, sink, "compression", codecs, &v);
+	q->compression = (enum sl_compression)v;
+	pb = json_object_get(sink, "partitionBy");
+	if (rc || !pb)
+		return rc;
+	old = push_key(w, "partitionBy");
+	if (!json_is_array(pb))
+		rc = wfail(w, "expected an array of column names");
+	json_array_foreach(pb, i, e) {
+		size_t o2 = push_index(w, i);
+		if (!json_is_string(e))
+			rc = wfail(w, "expected a column name");
+		else
+			rc = wcheck(
+			    w, sl_config_partition_add(q, json_string_value(e), msg, sizeof(msg)),
+			    msg);
+		pop(w, o2);
+		if (rc)
+			break;
+	}
+	pop(w, old);
+	return rc;
+}
+
+static int walk_trigger(struct walk *w, json_t *t, struct sl_query_config *q)
+{
+	static const char *const keys[] = {"processingTime", "availableNow", "once", NULL};
+	struct field f = {"processingTime", K_DURATION, &q->trigger_interval_us, 0};
+	const char *key;
+	json_t *v;
+	size_t old;
+	bool b;
+	int rc;
+
+	rc = expect_object(w, t);
+	if (!rc)
+		rc = check_keys(w, t, keys);
+	if (rc)
+		return rc;
+	if (json_object_size(t) != 1)
+		return wfail(w, "expected exactly one of processingTime, availableNow, once");
+	json_object_foreach(t, key, v) {
+		if (!strcmp(key, "processingTime")) {
+			q->trigger = SL_TRIGGER_PROCESSING_TIME;
+			return read_field(w, t, &f, NULL);
+		}
+		struct field fb = {key, K_BOOL, &b, 0};
+		rc = read_field(w, t, &fb, NULL);
+		if (rc)
+			return rc;
+		if (!b) {
+			old = push_key(w, key);
+			rc = wfail(w, "expected true (leave the trigger out for the default)");
+			pop(w, old);
+			return rc;
+		}
+		q->trigger = !strcmp(key, "once") ? SL_TRIGGER_ONCE : SL_TRIGGER_AVAILABLE_NOW;
+	}
+	return 0;
+}
+
+/* Reads one section of a query, when present, with its key on the path. */
+static int walk_section(struct walk *w, json_t *j, const char *key, struct sl_query_config *q,
+			int (*fn)(struct walk *, json_t *, struct sl_query_config *))
+{
+	json_t *s = json_object_get(j, key);
+	size_t old;
+	int rc;
+
+	if (!s)
+		return 0;
+	old = push_key(w, key);
+	rc = fn(w, s, q);
+	pop(w, old);
+	return rc;
+}
+
+static int walk_dedup(struct walk *w, json_t *j, struct sl_query_config *q)
+{
+	json_t *dd = json_object_get(j, "dropDuplicates");
+	json_t *ddw = json_object_get(j, "dropDuplicatesWithinWatermark");
+	size_t old;
+	int rc;
+
+	if (dd && ddw) {
+		old = push_key(w, "dropDuplicatesWithinWatermark");
+		rc = wfail(w, "cannot be combined with dropDuplicates");
+		pop(w, old);
+		return rc;
+	}
+	if (!dd && !ddw)
+		return 0;
+	q->dedup_within_wm = ddw != NULL;
+	return read_columns(w, j, ddw ? "dropDuplicatesWithinWatermark" : "dropDuplicates",
+			    &q->source.schema, &q->dedup, &q->ndedup);
+}
+
+/* A query, read section by section in dependency order (source first). */
+static int walk_query(struct walk *w, json_t *j, struct sl_query_config *q)
+{
+	static const char *const keys[] = {
+	    "source",  "watermark", "dropDuplicates", "dropDuplicatesWithinWatermark",
+	    "groupBy", "aggregate", "outputMode",     "sink",
+	    "trigger", NULL,
+	};
+	static const char *const modes[] = {"append", "update", "complete", NULL};
+	int v, rc;
+
+	rc = expect_object(w, j);
+	if (!rc)
+		rc = check_keys(w, j, keys);
+	if (!rc && !json_object_get(j, "source"))
+		rc = missing(w, "source");
+	if (!rc)
+		rc = walk_section(w, j, "source", q, walk_source);
+	if (!rc)
+		rc = walk_section(w, j, "watermark", q, walk_watermark);
+	if (!rc)
+		rc = walk_dedup(w, j, q);
+	if (!rc)
+		rc = walk_section(w, j, "groupBy", q, walk_groupby);
+	if (!rc)
+		rc = walk_section(w, j, "aggregate", q, walk_aggregate);
+	v = (int)q->output_mode;
+	if (!rc)
+		rc = read_enum(w, j, "outputMode", modes, &v);
+	q->output_mode = (enum sl_output_mode)v;
+	if (!rc)
+		rc = sl_config_query_outputs(q, w->err, w->errlen);
+	if (!rc)
+		rc = walk_section(w, j, "sink", q, walk_sink);
+	if (!rc)
+		rc = sl_config_query_finish(q, w->err, w->errlen);
+	if (!rc)
+		rc = walk_section(w, j, "trigger", q, walk_trigger);
+	return rc;
+}
+
+/* Builds a config from the parsed document. */
+static int walk_root(struct walk *w, json_t *root, struct sl_config *c)
+{
+	static const char *const keys[] = {"queries", NULL};
+	json_t *queries, *j;
+	const char *name;
+	int rc;
+
+	if (!json_is_object(root))
+		return wfail(w, "expected a JSON object"); /* the path still names the file */
+	w->len = 0;
+	w->path[0] = 0;
+	rc = check_keys(w, root, keys);
+	if (rc)
+		return rc;
+	queries = json_object_get(root, "queries");
+	if (!queries)
+		return 0;
+	push_key(w, "queries");
+	rc = expect_object(w, queries);
+	if (rc)
+		return rc;
+	json_object_foreach(queries, name, j) {
+		struct sl_query_config *q;
+		size_t old = push_key(w, name);
+		if (!sl_config_name_valid(name))
+			return wfail(w, "a query name matches [A-Za-z0-9_-]{1,64}");
+		rc = sl_config_add_query(c, name, &q);
+		if (!rc)
+			rc = walk_query(w, j, q);
+		if (rc)
+			return rc;
+		pop(w, old);
+	}
+	return sl_config_finish(c, w->err, w->errlen);
+}
+
+/* Replaces control characters, so that the error stays one line. */
+static void one_line(char *s)
+{
+	for (; s && *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
+int sl_config_parse(const char *text, size_t len, const char *origin, struct sl_config **out,
+		    char *err, size_t errlen)
+{
+	struct walk w = {.err = err, .errlen = errlen};
 	struct sl_config *c;
 	json_error_t jerr;
-	char path[4096];
-	const char *key;
-	json_t *v, *queries;
-	FILE *f;
+	json_t *root;
+	int rc;
 
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return ENOMEM;
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		snprintf(err, errlen, "%s:%d:%d: %s", origin, jerr.line, jerr.column, jerr.text);
+		one_line(err);
+		return SL_ECONFIG;
+	}
+	rc = sl_config_new(&c);
+	if (rc)
+		goto root_decref;
+	snprintf(w.path, sizeof(w.path), "%s", origin);
+	w.len = strlen(w.path);
+	rc = walk_root(&w, root, c);
+	if (rc) {
+		sl_config_free(c);
+		if (rc == SL_ECONFIG)
+			one_line(err);
+		goto root_decref;
+	}
+	*out = c;
+root_decref:
+	json_decref(root);
+	return rc;
+}
+
+int sl_config_load(const char *datadir, struct sl_config **out, char *err, size_t errlen)
+{
+	char path[4096], *text = NULL;
+	size_t len = 0, cap = 0, n;
+	FILE *f;
+	int rc;
+
 	snprintf(path, sizeof(path), "%s/sluice.json", datadir);
 	f = fopen(path, "r");
 	if (!f) {
-		if (errno != ENOENT) {
-			int rc = errno;
-			snprintf(err, errlen, "cannot read '%s': %s", path, strerror(rc));
-			free(c);
-			return SL_ECONFIG;
-		}
-		*out = c;
-		return 0;
+		rc = errno;
+		if (rc == ENOENT)
+			return sl_config_new(out);
+		snprintf(err, errlen, "cannot read '%s': %s", path, strerror(rc));
+		return SL_ECONFIG;
 	}
-	c->root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+	do {
+		if (len == cap) {
+			char *t = realloc(text, cap ? cap * 2 : 16384);
+			if (!t) {
+				rc = ENOMEM;
+				goto text_free;
+			}
+			text = t;
+			cap = cap ? cap * 2 : 16384;
+		}
+		errno = 0;
+		n = fread(text + len, 1, cap - len, f);
+		len += n;
+	} while (n > 0);
+	if (ferror(f)) {
+		snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno ? errno : EIO));
+		rc = SL_ECONFIG;
+		goto text_free;
+	}
+	rc = sl_config_parse(text, len, path, out, err, errlen);
+text_free:
+	free(text);
 	fclose(f);
-	if (!c->root) {
-		snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
-		goto invalid;
-	}
-	if (!json_is_object(c->root)) {
-		snprintf(err, errlen, "%s: expected a JSON object", path);
-		goto invalid;
-	}
-	json_object_foreach(c->root, key, v) {
-		if (strcmp(key, "queries")) {
-			snprintf(err, errlen, "%s: unknown option", key);
-			goto invalid;
-		}
-	}
-	queries = json_object_get(c->root, "queries");
-	if (!queries)
-		goto done;
-	if (!json_is_object(queries)) {
-		snprintf(err, errlen, "queries: expected an object");
-		goto invalid;
-	}
-	c->names = calloc(json_object_size(queries) + 1, sizeof(char *));
-	if (!c->names) {
-		sl_config_free(c);
-		return ENOMEM;
-	}
-	json_object_foreach(queries, key, v) {
-		if (!valid_query_name(key)) {
-			snprintf(err, errlen, "queries.%s: a query name matches [A-Za-z0-9_-]{1,64}",
-				 key);
-			goto invalid;
-		}
-		if (!json_is_object(v)) {
-			snprintf(err, errlen, "queries.%s: expected an object", key);
-			goto invalid;
-		}
-		c->names[c->n++] = key;
-	}
-done:
-	*out = c;
-	return 0;
-invalid:
-	sl_config_free(c);
-	return SL_ECONFIG;
-}
-
-void sl_config_free(struct sl_config *c)
-{
-	if (!c)
-		return;
-	json_decref(c->root);
-	free(c->names);
-	free(c);
-}
-
-size_t sl_config_nqueries(const struct sl_config *c)
-{
-	return c->n;
-}
-
-const char *sl_config_query_name(const struct sl_config *c, size_t i)
-{
-	return i < c->n ? c->names[i] : NULL;
+	return rc;
 }
 
 int sl_json_landing(const struct sl_land_counters *c, char **out, size_t *len)

@@ -8,19 +8,25 @@
 
 #include <stddef.h>
 
+#include "config.h"
 #include "land.h"
 
-struct sl_config;
-
 /*
- * Loads and validates DATA_DIR/sluice.json (a missing file is an empty
- * config). On SL_ECONFIG, err holds one line naming the field.
+ * Loads and validates DATA_DIR/sluice.json; a missing file is an empty
+ * config. Returns 0 with *out new (free it with sl_config_free), SL_ECONFIG
+ * with one line in err starting with the field path (e.g.
+ * "queries.dev.source.schema: unknown type 'NOTATYPE'"; a syntax error reads
+ * "PATH:LINE:COLUMN: message"), or ENOMEM. Nothing is logged. Thread-safe.
  */
 int sl_config_load(const char *datadir, struct sl_config **out, char *err, size_t errlen);
-void sl_config_free(struct sl_config *c);
-/* Number of queries, and the name of query i (borrowed until free). */
-size_t sl_config_nqueries(const struct sl_config *c);
-const char *sl_config_query_name(const struct sl_config *c, size_t i);
+
+/*
+ * The same from the text of a sluice.json in memory (len bytes, no NUL
+ * needed); origin names the document in syntax errors. For fuzzers, and for
+ * re-reading the config a checkpoint was written with.
+ */
+int sl_config_parse(const char *text, size_t len, const char *origin, struct sl_config **out,
+		    char *err, size_t errlen);
 
 /* Renders status/landing.json into a new malloc'd string (*out, *len). */
 int sl_json_landing(const struct sl_land_counters *c, char **out, size_t *len);

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "sluice-build.h"
 #include "sluice.h"
 
 static const struct {
