@@ -205,6 +205,13 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
 	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+	/*
+	 * libfuse splices a request only when its pipe holds max_write plus a
+	 * 4 KiB header; pipes stop at /proc/sys/fs/pipe-max-size (1 MiB by
+	 * default), so a 1 MiB max_write would quietly turn splicing off.
+	 */
+	if (conn->max_write > (1u << 20) - 4096)
+		conn->max_write = (1u << 20) - 4096;
 	/* landing needs every write to reach us before FLUSH: write-through */
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	conn->want |= FUSE_CAP_ATOMIC_O_TRUNC & conn->capable;
@@ -456,6 +463,12 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	fi->fh = (uintptr_t)f;
+	/*
+	 * Direct I/O for writers: the kernel hands us the writer's own pages
+	 * instead of copying them into its cache first, so the bytes are copied
+	 * once (into the blob), as natively. Landed files are cached instead.
+	 */
+	fi->direct_io = 1;
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
 	e.ino = a.id;
@@ -493,6 +506,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			rc = fs_errno(sl_land_open_file(fs->land, ino, fi->flags, &f->h, &landed));
 		/* landed bytes never change: let the kernel keep its cache */
 		fi->keep_cache = landed;
+		fi->direct_io = !landed && (wr || (fi->flags & O_TRUNC));
 	}
 	if (rc) {
 		free(f);
