@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/* Batches of rows, column by column, with one string arena. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+
+int sl_batch_init(struct sl_batch *b, const struct sl_schema *schema)
+{
+	memset(b, 0, sizeof(*b));
+	b->schema = schema;
+	b->cols = calloc(schema->n ? schema->n : 1, sizeof(*b->cols));
+	if (!b->cols)
+		return ENOMEM;
+	for (size_t c = 0; c < schema->n; c++)
+		b->cols[c].type = schema->cols[c].type;
+	return 0;
+}
+
+void sl_batch_release(struct sl_batch *b)
+{
+	if (!b->cols)
+		return;
+	for (size_t c = 0; c < b->schema->n; c++) {
+		free(b->cols[c].cells);
+		free(b->cols[c].nulls);
+	}
+	free(b->cols);
+	free(b->arena);
+	memset(b, 0, sizeof(*b));
+}
+
+void sl_batch_clear(struct sl_batch *b)
+{
+	b->nrows = 0;
+	b->arena_len = 0;
+}
+
+static int grow_rows(struct sl_batch *b)
+{
+	size_t cap = b->cap ? b->cap * 2 : 1024;
+
+	for (size_t c = 0; c < b->schema->n; c++) {
+		union sl_cell *cells = realloc(b->cols[c].cells, cap * sizeof(*cells));
+		if (!cells)
+			return ENOMEM;
+		b->cols[c].cells = cells;
+		uint8_t *nulls = realloc(b->cols[c].nulls, cap);
+		if (!nulls)
+			return ENOMEM;
+		b->cols[c].nulls = nulls;
+	}
+	b->cap = cap;
+	return 0;
+}
+
+int sl_batch_add_row(struct sl_batch *b, size_t *row)
+{
+	int rc;
+
+	if (b->nrows == b->cap && (rc = grow_rows(b)))
+		return rc;
+	for (size_t c = 0; c < b->schema->n; c++)
+		b->cols[c].nulls[b->nrows] = 1;
+	*row = b->nrows++;
+	return 0;
+}
+
+void sl_batch_drop_last(struct sl_batch *b)
+{
+	if (b->nrows)
+		b->nrows--;
+}
+
+int sl_batch_set_str(struct sl_batch *b, size_t row, size_t col, const char *s, size_t len)
+{
+	if (len > UINT32_MAX || b->arena_len + len > UINT32_MAX)
+		return EFBIG; /* one batch holds at most 4 GiB of strings */
+	if (b->arena_len + len > b->arena_cap) {
+		size_t cap = b->arena_cap ? b->arena_cap : 65536;
+		while (cap < b->arena_len + len)
+			cap *= 2;
+		char *a = realloc(b->arena, cap);
+		if (!a)
+			return ENOMEM;
+		b->arena = a;
+		b->arena_cap = cap;
+	}
+	if (len)
+		memcpy(b->arena + b->arena_len, s, len);
+	b->cols[col].cells[row].s.off = (uint32_t)b->arena_len;
+	b->cols[col].cells[row].s.len = (uint32_t)len;
+	b->cols[col].nulls[row] = 0;
+	b->arena_len += len;
+	return 0;
+}
+
+void sl_batch_set_int(struct sl_batch *b, size_t row, size_t col, int64_t v)
+{
+	b->cols[col].cells[row].i = v;
+	b->cols[col].nulls[row] = 0;
+}
+
+void sl_batch_set_double(struct sl_batch *b, size_t row, size_t col, double v)
+{
+	b->cols[col].cells[row].d = v;
+	b->cols[col].nulls[row] = 0;
+}
+
+void sl_batch_set_window(struct sl_batch *b, size_t row, size_t col, int64_t start, int64_t end)
+{
+	b->cols[col].cells[row].w.start = start;
+	b->cols[col].cells[row].w.end = end;
+	b->cols[col].nulls[row] = 0;
+}
+
+void sl_batch_set_null(struct sl_batch *b, size_t row, size_t col)
+{
+	b->cols[col].nulls[row] = 1;
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A batch: the rows of one micro-batch, column by column, typed by a schema
+ * (source rows after decoding, or output rows before the sink). Buffers are
+ * kept across sl_batch_clear() so that batches reuse their memory.
+ */
+#ifndef SLUICE_CORE_BATCH_H
+#define SLUICE_CORE_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* A string value: bytes in the batch's arena (offsets survive growth). */
+struct sl_str {
+	uint32_t off; /* into arena */
+	uint32_t len; /* bytes, not NUL-terminated */
+};
+
+/* One value; which member holds it follows the column's type. */
+union sl_cell {
+	int64_t i;                  /* BIGINT, INT, TIMESTAMP (us), DATE (days), BOOLEAN (0/1) */
+	double d;                   /* DOUBLE */
+	struct sl_str s;            /* STRING */
+	struct {
+		int64_t start, end; /* WINDOW: [start, end) in microseconds */
+	} w;
+};
+
+struct sl_batch_col {
+	enum sl_type type;
+	union sl_cell *cells; /* nrows values; undefined where null */
+	uint8_t *nulls;       /* nrows flags: 1 = null */
+};
+
+struct sl_batch {
+	const struct sl_schema *schema; /* borrowed: the column types and names */
+	struct sl_batch_col *cols;      /* schema->n columns */
+	size_t nrows;                   /* rows in use */
+	size_t cap;                     /* rows allocated */
+	char *arena;                    /* string bytes of every STRING cell */
+	size_t arena_len, arena_cap;
+};
+
+/* Makes an empty batch for schema (borrowed until release). 0 or ENOMEM. */
+int sl_batch_init(struct sl_batch *b, const struct sl_schema *schema);
+/* Frees what the batch holds. The struct itself is the caller's. */
+void sl_batch_release(struct sl_batch *b);
+/* Empties the batch, keeping its buffers for the next use. */
+void sl_batch_clear(struct sl_batch *b);
+
+/* Appends a row whose every value is null; *row gets its index. 0 or ENOMEM. */
+int sl_batch_add_row(struct sl_batch *b, size_t *row);
+/* Drops the last row (a row found malformed after it was started). */
+void sl_batch_drop_last(struct sl_batch *b);
+
+/* Setters: the value becomes non-null. Strings are copied into the arena. */
+int sl_batch_set_str(struct sl_batch *b, size_t row, size_t col, const char *s, size_t len);
+void sl_batch_set_int(struct sl_batch *b, size_t row, size_t col, int64_t v);
+void sl_batch_set_double(struct sl_batch *b, size_t row, size_t col, double v);
+void sl_batch_set_window(struct sl_batch *b, size_t row, size_t col, int64_t start, int64_t end);
+void sl_batch_set_null(struct sl_batch *b, size_t row, size_t col);
+
+static inline bool sl_batch_is_null(const struct sl_batch *b, size_t row, size_t col)
+{
+	return b->cols[col].nulls[row] != 0;
+}
+
+/* A STRING value: *len bytes, borrowed until the batch next grows or clears. */
+static inline const char *sl_batch_str(const struct sl_batch *b, size_t row, size_t col,
+				       size_t *len)
+{
+	const struct sl_str *s = &b->cols[col].cells[row].s;
+	*len = s->len;
+	return b->arena + s->off;
+}
+
+#endif

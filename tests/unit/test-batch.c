@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of core/batch.c: rows start null, strings survive growth, clear reuses. */
+#include "batch.h"
+#include "check.h"
+
+static void test_rows_strings_and_reuse(void)
+{
+	struct sl_column cols[3] = {{.name = "s", .type = SL_TYPE_STRING},
+				    {.name = "n", .type = SL_TYPE_BIGINT},
+				    {.name = "w", .type = SL_TYPE_WINDOW}};
+	struct sl_schema schema = {.cols = cols, .n = 3};
+	struct sl_batch b;
+	char text[32];
+	size_t row, len;
+
+	CHECK_OK(sl_batch_init(&b, &schema));
+	for (int i = 0; i < 5000; i++) {
+		CHECK_OK(sl_batch_add_row(&b, &row));
+		CHECK(row == (size_t)i);
+		CHECK(sl_batch_is_null(&b, row, 0) && sl_batch_is_null(&b, row, 1));
+		int n = snprintf(text, sizeof(text), "value-%d", i);
+		CHECK_OK(sl_batch_set_str(&b, row, 0, text, (size_t)n));
+		if (i % 2)
+			sl_batch_set_int(&b, row, 1, i);
+		sl_batch_set_window(&b, row, 2, i, i + 10);
+	}
+	/* strings written before the arena grew still read back */
+	const char *s = sl_batch_str(&b, 7, 0, &len);
+	CHECK(len == 7 && !memcmp(s, "value-7", 7));
+	CHECK(sl_batch_is_null(&b, 8, 1) && !sl_batch_is_null(&b, 9, 1));
+	CHECK(b.cols[1].cells[9].i == 9 && b.cols[2].cells[9].w.end == 19);
+	sl_batch_drop_last(&b);
+	CHECK(b.nrows == 4999);
+	size_t cap = b.cap;
+	sl_batch_clear(&b);
+	CHECK(b.nrows == 0 && b.cap == cap && b.arena_len == 0);
+	CHECK_OK(sl_batch_add_row(&b, &row));
+	CHECK(row == 0 && sl_batch_is_null(&b, 0, 0));
+	sl_batch_release(&b);
+}
+
+int main(void)
+{
+	test(test_rows_strings_and_reuse);
+	return test_exit();
+}
