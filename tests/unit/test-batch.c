@@ -5,9 +5,9 @@
 
 static void test_rows_strings_and_reuse(void)
 {
-	struct sl_column cols[3] = {{.name = "s", .type = SL_TYPE_STRING},
-				    {.name = "n", .type = SL_TYPE_BIGINT},
-				    {.name = "w", .type = SL_TYPE_WINDOW}};
+	struct sl_column cols[3] = {{.name = (char *)"s", .type = SL_TYPE_STRING},
+				    {.name = (char *)"n", .type = SL_TYPE_BIGINT},
+				    {.name = (char *)"w", .type = SL_TYPE_WINDOW}};
 	struct sl_schema schema = {.cols = cols, .n = 3};
 	struct sl_batch b;
 	char text[32];
