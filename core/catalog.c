@@ -11,6 +11,8 @@
  *   data     key: id u64                 value: the bytes of a small file
  *   pending  key: id u64                 value: empty (recorded, not landed)
  *   landed   key: seq u64                value: id u64
+ *   queries, qindex, qhold: engine tables (enum sl_table), laid out by
+ *            their owner module (source.c)
  *
  * Inode record:
  *   OFFSET SIZE MEANING
@@ -62,6 +64,7 @@ struct wreq {
 struct sl_catalog {
 	MDB_env *env;
 	MDB_dbi meta, inode, dirent, data, pending, landed;
+	MDB_dbi tables[SL_TABLE_COUNT]; /* 0 when absent (an old catalog opened read-only) */
 	bool rdonly;
 	size_t mapsize;
 	pthread_rwlock_t map_lock;   /* shared by every txn, exclusive to grow */
@@ -144,6 +147,18 @@ static int open_dbs(struct sl_catalog *cat, bool create)
 		if (rc) {
 			mdb_txn_abort(txn);
 			return rc == MDB_NOTFOUND ? SL_ECORRUPT : map_rc(rc);
+		}
+	}
+	static const char *tables[SL_TABLE_COUNT] = {"queries", "qindex", "qhold"};
+	for (size_t i = 0; i < SL_TABLE_COUNT; i++) {
+		rc = mdb_dbi_open(txn, tables[i], create ? MDB_CREATE : 0, &cat->tables[i]);
+		if (rc == MDB_NOTFOUND && !create) {
+			cat->tables[i] = 0; /* added by a later version: reads as empty */
+			continue;
+		}
+		if (rc) {
+			mdb_txn_abort(txn);
+			return map_rc(rc);
 		}
 	}
 	rc = mdb_txn_commit(txn);
@@ -952,4 +967,86 @@ int sl_cat_meta_each(struct sl_txn *t, const char *prefix,
 	if (stop)
 		return stop;
 	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
+}
+
+/* ---- engine tables ---- */
+
+int sl_cat_get(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
+	       const void **val, size_t *vlen)
+{
+	MDB_val v;
+	int rc;
+
+	if (!t->cat->tables[tb])
+		return SL_NOTFOUND;
+	rc = get(t, t->cat->tables[tb], (void *)key, klen, &v);
+	if (rc == 0) {
+		*val = v.mv_data;
+		*vlen = v.mv_size;
+	}
+	return rc;
+}
+
+int sl_cat_put(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
+	       const void *val, size_t vlen)
+{
+	return put(t, t->cat->tables[tb], (void *)key, klen, val, vlen);
+}
+
+int sl_cat_del(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen)
+{
+	return del(t, t->cat->tables[tb], (void *)key, klen);
+}
+
+int sl_cat_each(struct sl_txn *t, enum sl_table tb, const void *prefix, size_t plen,
+		int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
+		void *ctx)
+{
+	MDB_cursor *cur;
+	MDB_val key = {plen, (void *)prefix}, val;
+	int rc, stop = 0;
+
+	if (!t->cat->tables[tb])
+		return 0;
+	rc = mdb_cursor_open(t->txn, t->cat->tables[tb], &cur);
+	if (rc)
+		return map_rc(rc);
+	for (rc = mdb_cursor_get(cur, &key, &val, plen ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		if (key.mv_size < plen || memcmp(key.mv_data, prefix, plen))
+			break;
+		if ((stop = fn(ctx, key.mv_data, key.mv_size, val.mv_data, val.mv_size)))
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (stop)
+		return stop;
+	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
+}
+
+int sl_cat_landed_each(struct sl_txn *t, int (*fn)(void *ctx, uint64_t seq, uint64_t id),
+		       void *ctx)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	int rc, stop = 0;
+
+	rc = mdb_cursor_open(t->txn, t->cat->landed, &cur);
+	if (rc)
+		return map_rc(rc);
+	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		uint64_t id;
+		if (key.mv_size != 8 || val.mv_size != 8) {
+			stop = SL_ECORRUPT;
+			break;
+		}
+		memcpy(&id, val.mv_data, 8);
+		if ((stop = fn(ctx, get_be64(key.mv_data), id)))
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (stop)
+		return stop;
+	return rc == MDB_NOTFOUND ? 0 : map_rc(rc);
 }

@@ -161,6 +161,34 @@ int sl_cat_pending_each(struct sl_txn *txn, int (*fn)(void *ctx, uint64_t id), v
 int sl_cat_landed_put(struct sl_txn *txn, uint64_t seq, uint64_t id);
 int sl_cat_landed_del(struct sl_txn *txn, uint64_t seq);
 
+/*
+ * Engine tables, generic: keys and values are byte strings whose layouts
+ * their owner module documents. Values are borrowed until the txn ends.
+ */
+enum sl_table {
+	SL_TABLE_QUERIES, /* query name -> query id (see source.c) */
+	SL_TABLE_QINDEX,  /* a query's unplanned files in landing order */
+	SL_TABLE_QHOLD,   /* file id -> the queries that still need it */
+	SL_TABLE_COUNT,
+};
+
+int sl_cat_get(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen,
+	       const void **val, size_t *vlen);
+int sl_cat_put(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen,
+	       const void *val, size_t vlen);
+/* A missing key is not an error. */
+int sl_cat_del(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen);
+/*
+ * Calls fn for each entry whose key starts with prefix, in key order; fn
+ * returns non-zero to stop, and that value is returned.
+ */
+int sl_cat_each(struct sl_txn *txn, enum sl_table t, const void *prefix, size_t plen,
+		int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
+		void *ctx);
+/* Landing order, for building a new query's index: fn(ctx, seq, id). */
+int sl_cat_landed_each(struct sl_txn *txn, int (*fn)(void *ctx, uint64_t seq, uint64_t id),
+		       void *ctx);
+
 /* Named counters and settings. A missing key reads as 0. */
 int sl_cat_meta_get(struct sl_txn *txn, const char *key, uint64_t *val);
 int sl_cat_meta_put(struct sl_txn *txn, const char *key, uint64_t val);

@@ -24,9 +24,12 @@
 struct sl_land;
 struct sl_handle;
 
+struct sl_config;
+
 struct sl_land_opts {
 	bool strict;       /* -o land=rename: only a rename lands */
 	const char *temp;  /* -o temp=GLOB:GLOB, NULL for the default list */
+	const struct sl_config *config; /* queries whose indexes landings fill; borrowed */
 };
 
 struct sl_attr {

@@ -31,11 +31,13 @@ struct sl_land {
 	uint64_t refused[SL_ERRNO_MAX]; /* guarded by mu */
 	bool counters_dirty;        /* guarded by mu */
 	void (*on_land)(void *ctx); /* a file landed (engine wake-up) */
+	struct sl_sources *sources; /* the queries' indexes, filled at landing */
 	void *on_land_ctx;
 };
 
 /* One file's record: what FLUSH, rename, publish and `sluice land` write. */
 struct rec {
+	struct sl_land *l;     /* whose queries index what lands */
 	struct sl_inode ino;   /* the record to write; state set by the apply */
 	void *data;            /* inline bytes (ino.storage == SL_STORE_INLINE) */
 	bool land;             /* write it landed, else recorded */
@@ -134,7 +136,8 @@ int land_record_locked(struct sl_land *l, struct node *n, bool force);
 void land_publish(struct sl_land *l, struct node *n);
 
 int land_rec_apply(struct sl_txn *t, void *arg);
-int land_in_txn(struct sl_txn *t, struct sl_inode *i);
+/* Lands i in txn t: seq, counters, and the index of every query reading it. */
+int land_in_txn(struct sl_land *l, struct sl_txn *t, struct sl_inode *i);
 int land_counters_apply(struct sl_txn *t, void *arg);
 uint64_t land_lowest_live(void *ctx);
 int land_load_refused(void *ctx, const char *key, uint64_t val);

@@ -22,6 +22,7 @@
 #include "land.h"
 #include "land_int.h"
 #include "log.h"
+#include "source.h"
 #include "temp.h"
 
 #define NBUCKET LAND_NBUCKET
@@ -139,6 +140,15 @@ unlock:
 	return rc;
 }
 
+/* A landed file goes only once no query still needs it (EBUSY). */
+static int unlink_landed_apply(struct sl_txn *t, void *arg)
+{
+	uint64_t id = *(uint64_t *)arg;
+	if (sl_sources_held(t, id))
+		return EBUSY;
+	return land_cancel(t, id);
+}
+
 int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 {
 	struct sl_txn *t;
@@ -189,7 +199,9 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 		rc = EISDIR;
 		goto unlock;
 	}
-	rc = sl_catalog_write(l->cat, land_cancel_apply, &id);
+	rc = sl_catalog_write(l->cat, unlink_landed_apply, &id);
+	if (rc == EBUSY)
+		land_refuse(l, rc);
 	if (rc == 0 && i.storage == SL_STORE_BLOB)
 		sl_blob_unlink(l->blobs, id);
 unlock:
@@ -320,6 +332,7 @@ static int rename_node(struct sl_land *l, struct node *n, struct node *replaced,
 		/* renaming to a final path makes the bytes durable first */
 		pthread_mutex_lock(&n->rec_mu);
 		rc = land_make_durable(l, n, &r, &version);
+		r.l = l;
 		pthread_mutex_unlock(&n->rec_mu);
 		if (rc) {
 			free(r.data);

@@ -33,6 +33,7 @@
 #include "land.h"
 #include "land_int.h"
 #include "log.h"
+#include "source.h"
 #include "temp.h"
 
 #define NBUCKET LAND_NBUCKET
@@ -255,14 +256,15 @@ int land_cancel(struct sl_txn *t, uint64_t id)
 	if (sl_cat_dirent_get(t, i.parent, i.name, &cur) == 0 && cur == id &&
 	    (rc = sl_cat_dirent_del(t, i.parent, i.name)))
 		return rc;
-	if (i.state == SL_STATE_LANDED && (rc = sl_cat_landed_del(t, i.seq)))
+	if (i.state == SL_STATE_LANDED &&
+	    ((rc = sl_cat_landed_del(t, i.seq)) || (rc = sl_sources_forget(t, &i))))
 		return rc;
 	if ((rc = sl_cat_inode_del(t, id)) || (rc = sl_cat_data_del(t, id)))
 		return rc;
 	return sl_cat_pending_del(t, id);
 }
 
-int land_in_txn(struct sl_txn *t, struct sl_inode *i)
+int land_in_txn(struct sl_land *l, struct sl_txn *t, struct sl_inode *i)
 {
 	uint64_t seq;
 	int rc;
@@ -273,9 +275,10 @@ int land_in_txn(struct sl_txn *t, struct sl_inode *i)
 	i->seq = seq + 1;
 	if ((rc = sl_cat_meta_put(t, "seq", i->seq)) || (rc = sl_cat_landed_put(t, i->seq, i->id)) ||
 	    (rc = sl_cat_meta_add(t, "files_landed", 1)) ||
-	    (rc = sl_cat_meta_add(t, "bytes_landed", (int64_t)i->size)))
+	    (rc = sl_cat_meta_add(t, "bytes_landed", (int64_t)i->size)) ||
+	    (rc = sl_cat_pending_del(t, i->id)))
 		return rc;
-	return sl_cat_pending_del(t, i->id);
+	return sl_sources_landed(l->sources, t, i);
 }
 
 int land_rec_apply(struct sl_txn *t, void *arg)
@@ -293,7 +296,7 @@ int land_rec_apply(struct sl_txn *t, void *arg)
 	    cur == i.id && (rc = sl_cat_dirent_del(t, r->old_parent, r->old_name)))
 		return rc;
 	if (r->land) {
-		if ((rc = land_in_txn(t, &i)))
+		if ((rc = land_in_txn(r->l, t, &i)))
 			return rc;
 	} else {
 		i.state = SL_STATE_RECORDED;
@@ -443,6 +446,7 @@ int land_record_locked(struct sl_land *l, struct node *n, bool force)
 	char name[SL_NAME_MAX + 1];
 	memcpy(name, r.old_name, sizeof(name));
 	rc = land_make_durable(l, n, &r, &version);
+	r.l = l;
 	if (rc == 0) {
 		r.ino.parent = parent;
 		memcpy(r.ino.name, name, sizeof(name));
@@ -493,7 +497,7 @@ static int publish_apply(struct sl_txn *t, void *arg)
 	i.mtime_ns = p->attrs.mtime_ns;
 	i.ctime_ns = p->attrs.ctime_ns;
 	i.landed_ns = p->attrs.landed_ns;
-	if ((rc = land_in_txn(t, &i)) || (rc = sl_cat_inode_put(t, &i)))
+	if ((rc = land_in_txn(p->l, t, &i)) || (rc = sl_cat_inode_put(t, &i)))
 		return rc;
 	p->landed = true;
 	return 0;

@@ -22,6 +22,7 @@
 #include "land.h"
 #include "land_int.h"
 #include "log.h"
+#include "source.h"
 #include "temp.h"
 
 static int64_t now_ns(void)
@@ -52,6 +53,7 @@ static int collect(void *ctx, uint64_t id)
 }
 
 struct recover {
+	struct sl_land *l;
 	struct ids ids;     /* recorded files to land */
 	struct ids bad;     /* records whose bytes are gone: dropped */
 	int64_t now;
@@ -84,7 +86,7 @@ static int recover_apply(struct sl_txn *t, void *arg)
 			continue;
 		}
 		i.landed_ns = r->now;
-		if ((rc = land_in_txn(t, &i)) || (rc = sl_cat_inode_put(t, &i)))
+		if ((rc = land_in_txn(r->l, t, &i)) || (rc = sl_cat_inode_put(t, &i)))
 			return rc;
 		r->landed++;
 	}
@@ -94,7 +96,7 @@ static int recover_apply(struct sl_txn *t, void *arg)
 /* Recorded files land at their last recorded length. */
 static int land_recorded(struct sl_land *l)
 {
-	struct recover r = {.now = now_ns()};
+	struct recover r = {.l = l, .now = now_ns()};
 	struct sl_txn *t;
 	int rc;
 
@@ -241,6 +243,9 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 		goto free_temp;
 	if ((rc = sl_blobs_open(datadir, 0, &l->blobs)))
 		goto close_cat;
+	/* before recovery: what recovery lands is indexed like any landing */
+	if ((rc = sl_sources_open(l->cat, opts ? opts->config : NULL, &l->sources)))
+		goto close_blobs;
 	if ((rc = land_recorded(l)) || (rc = probe_blobs(l)))
 		goto close_blobs;
 
@@ -256,6 +261,7 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 	return 0;
 
 close_blobs:
+	sl_sources_free(l->sources);
 	sl_blobs_close(l->blobs);
 close_cat:
 	sl_catalog_close(l->cat);
@@ -289,6 +295,7 @@ void sl_land_close(struct sl_land *l)
 	/* every id handed out is accounted for now */
 	sl_catalog_settle(l->cat, UINT64_MAX);
 	sl_catalog_close(l->cat);
+	sl_sources_free(l->sources);
 	sl_blobs_close(l->blobs);
 	sl_temp_free(l->temp);
 	pthread_rwlock_destroy(&l->op);
@@ -472,6 +479,7 @@ int sl_land_local(struct sl_land *l, const char *src, const char *to)
 	r.ino.landed_ns = now_ns();
 	r.land = true;
 	r.excl = true;
+	r.l = l;
 	if (r.ino.size <= SL_INLINE_MAX) {
 		r.ino.storage = SL_STORE_INLINE;
 		r.data = malloc(r.ino.size ? r.ino.size : 1);

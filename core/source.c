@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* The file source: matching landed files to a query's path. */
+#include <errno.h>
 #include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
+#include "err.h"
 #include "source.h"
 
 /* A component no query reads: hidden, or a _marker that is no key=value. */
@@ -45,4 +50,283 @@ bool sl_source_match(const struct sl_path *pattern, const char *relpath)
 		}
 		p = slash + 1;
 	}
+}
+
+/* ---- the index filled at landing ---- */
+
+struct query {
+	const struct sl_query_config *cfg;
+	uint32_t qid;
+};
+
+struct sl_sources {
+	struct query *q;
+	size_t n;
+};
+
+static void put_be32(unsigned char *p, uint32_t v)
+{
+	for (int i = 3; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static void put_be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static uint32_t get_be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The in/-relative path of landed file i; ENOENT when it is not under in/. */
+static int relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len)
+{
+	char tmp[4096];
+	size_t pos = sizeof(tmp) - 1, n;
+	struct sl_inode d = *i;
+	int depth = 0, rc;
+
+	tmp[pos] = 0;
+	for (;;) {
+		n = strlen(d.name);
+		if (n + 1 > pos)
+			return ENAMETOOLONG;
+		pos -= n;
+		memcpy(tmp + pos, d.name, n);
+		if (d.parent == SL_ID_IN)
+			break;
+		if (d.parent == SL_ID_ARCHIVE || ++depth > 1024)
+			return ENOENT;
+		if ((rc = sl_cat_inode_get(t, d.parent, &d)))
+			return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
+		tmp[--pos] = '/';
+	}
+	n = sizeof(tmp) - 1 - pos;
+	if (n + 1 > len)
+		return ENAMETOOLONG;
+	memcpy(buf, tmp + pos, n + 1);
+	return 0;
+}
+
+static void qkey(char *buf, size_t len, uint32_t qid, const char *what)
+{
+	snprintf(buf, len, "q.%u.%s", qid, what);
+}
+
+/* Adds file i to query q's index and backlog. */
+static int index_file(struct sl_txn *t, uint32_t qid, const struct sl_inode *i)
+{
+	unsigned char ik[12], hk[12];
+	char key[48];
+	int rc;
+
+	put_be32(ik, qid);
+	put_be64(ik + 4, i->seq);
+	put_be64(hk, i->id);
+	put_be32(hk + 8, qid);
+	if ((rc = sl_cat_put(t, SL_TABLE_QINDEX, ik, sizeof(ik), &i->id, 8)) ||
+	    (rc = sl_cat_put(t, SL_TABLE_QHOLD, hk, sizeof(hk), "", 0)))
+		return rc;
+	qkey(key, sizeof(key), qid, "files");
+	if ((rc = sl_cat_meta_add(t, key, 1)))
+		return rc;
+	qkey(key, sizeof(key), qid, "bytes");
+	return sl_cat_meta_add(t, key, (int64_t)i->size);
+}
+
+int sl_sources_landed(struct sl_sources *s, struct sl_txn *t, const struct sl_inode *i)
+{
+	char path[4096];
+	int rc;
+
+	if (!s || s->n == 0)
+		return 0;
+	rc = relpath(t, i, path, sizeof(path));
+	if (rc == ENOENT)
+		return 0; /* archive/ is read by no query */
+	if (rc)
+		return rc;
+	for (size_t k = 0; k < s->n; k++)
+		if (sl_source_match(&s->q[k].cfg->source.path, path) &&
+		    (rc = index_file(t, s->q[k].qid, i)))
+			return rc;
+	return 0;
+}
+
+struct holders {
+	uint32_t qids[64];
+	size_t n;
+};
+
+static int collect_holder(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	struct holders *h = ctx;
+	(void)val, (void)vlen;
+	if (klen != 12)
+		return SL_ECORRUPT;
+	if (h->n < 64)
+		h->qids[h->n++] = get_be32((const unsigned char *)key + 8);
+	return h->n == 64 ? 1 : 0;
+}
+
+int sl_sources_forget(struct sl_txn *t, const struct sl_inode *i)
+{
+	unsigned char hk[12], ik[12];
+	struct holders h;
+	char key[48];
+	int rc;
+
+	do {
+		h.n = 0;
+		put_be64(hk, i->id);
+		rc = sl_cat_each(t, SL_TABLE_QHOLD, hk, 8, collect_holder, &h);
+		if (rc < 0 || (rc > 1))
+			return rc;
+		for (size_t k = 0; k < h.n; k++) {
+			put_be32(hk + 8, h.qids[k]);
+			put_be32(ik, h.qids[k]);
+			put_be64(ik + 4, i->seq);
+			if ((rc = sl_cat_del(t, SL_TABLE_QHOLD, hk, 12)) ||
+			    (rc = sl_cat_del(t, SL_TABLE_QINDEX, ik, 12)))
+				return rc;
+			qkey(key, sizeof(key), h.qids[k], "files");
+			if ((rc = sl_cat_meta_add(t, key, -1)))
+				return rc;
+			qkey(key, sizeof(key), h.qids[k], "bytes");
+			if ((rc = sl_cat_meta_add(t, key, -(int64_t)i->size)))
+				return rc;
+		}
+	} while (h.n == 64);
+	return 0;
+}
+
+static int any_entry(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	(void)ctx, (void)key, (void)klen, (void)val, (void)vlen;
+	return 1;
+}
+
+bool sl_sources_held(struct sl_txn *t, uint64_t id)
+{
+	unsigned char hk[8];
+	put_be64(hk, id);
+	return sl_cat_each(t, SL_TABLE_QHOLD, hk, 8, any_entry, NULL) == 1;
+}
+
+static int query_id(struct sl_txn *t, const char *name, uint32_t *qid)
+{
+	const void *v;
+	size_t len;
+	int rc = sl_cat_get(t, SL_TABLE_QUERIES, name, strlen(name), &v, &len);
+	if (rc)
+		return rc;
+	if (len != 4)
+		return SL_ECORRUPT;
+	*qid = get_be32(v);
+	return 0;
+}
+
+int sl_sources_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out)
+{
+	char key[48];
+	uint32_t qid;
+	int rc = query_id(t, name, &qid);
+
+	if (rc)
+		return rc;
+	qkey(key, sizeof(key), qid, "files");
+	if ((rc = sl_cat_meta_get(t, key, &out->files)))
+		return rc;
+	qkey(key, sizeof(key), qid, "bytes");
+	return sl_cat_meta_get(t, key, &out->bytes);
+}
+
+struct build {
+	struct sl_txn *t;
+	const struct query *q;
+};
+
+static int build_one(void *ctx, uint64_t seq, uint64_t id)
+{
+	struct build *b = ctx;
+	struct sl_inode i;
+	char path[4096];
+	int rc;
+
+	(void)seq;
+	if ((rc = sl_cat_inode_get(b->t, id, &i)))
+		return rc == SL_NOTFOUND ? 0 : rc;
+	rc = relpath(b->t, &i, path, sizeof(path));
+	if (rc == ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (!sl_source_match(&b->q->cfg->source.path, path))
+		return 0;
+	return index_file(b->t, b->q->qid, &i);
+}
+
+/* Gives each query its id; a new query indexes every landed file at once. */
+static int assign_apply(struct sl_txn *t, void *arg)
+{
+	struct sl_sources *s = arg;
+	int rc;
+
+	for (size_t k = 0; k < s->n; k++) {
+		struct query *q = &s->q[k];
+		const char *name = q->cfg->name;
+		rc = query_id(t, name, &q->qid);
+		if (rc == 0)
+			continue;
+		if (rc != SL_NOTFOUND)
+			return rc;
+		uint64_t next;
+		unsigned char v[4];
+		if ((rc = sl_cat_meta_get(t, "next_qid", &next)))
+			return rc;
+		q->qid = (uint32_t)next + 1;
+		put_be32(v, q->qid);
+		if ((rc = sl_cat_meta_put(t, "next_qid", q->qid)) ||
+		    (rc = sl_cat_put(t, SL_TABLE_QUERIES, name, strlen(name), v, 4)))
+			return rc;
+		struct build b = {.t = t, .q = q};
+		if ((rc = sl_cat_landed_each(t, build_one, &b)))
+			return rc;
+	}
+	return 0;
+}
+
+int sl_sources_open(struct sl_catalog *cat, const struct sl_config *cfg, struct sl_sources **out)
+{
+	struct sl_sources *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return ENOMEM;
+	s->n = cfg ? sl_config_nqueries(cfg) : 0;
+	s->q = calloc(s->n ? s->n : 1, sizeof(*s->q));
+	if (!s->q) {
+		free(s);
+		return ENOMEM;
+	}
+	for (size_t k = 0; k < s->n; k++)
+		s->q[k].cfg = sl_config_query(cfg, k);
+	rc = s->n ? sl_catalog_write(cat, assign_apply, s) : 0;
+	if (rc) {
+		sl_sources_free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void sl_sources_free(struct sl_sources *s)
+{
+	if (!s)
+		return;
+	free(s->q);
+	free(s);
 }

@@ -21,4 +21,40 @@
  */
 bool sl_source_match(const struct sl_path *pattern, const char *relpath);
 
+struct sl_catalog;
+struct sl_inode;
+struct sl_sources;
+struct sl_txn;
+
+/*
+ * The queries of a config as landing sees them: each query has an id
+ * (assigned at its first start, kept by name) and an index of the landed
+ * files it reads and has not planned yet, filled in the very transaction
+ * that lands a file. A query new to the catalog builds its index in one
+ * scan of the landed files. Catalog layouts (integers big-endian):
+ *
+ *   queries  key: name               value: qid u32
+ *   qindex   key: qid u32 | seq u64  value: file id u64
+ *   qhold    key: id u64 | qid u32   value: empty (the query still needs it)
+ *   meta     "q.<qid>.files", "q.<qid>.bytes": backlog counters
+ *
+ * cfg is borrowed until sl_sources_free().
+ */
+int sl_sources_open(struct sl_catalog *cat, const struct sl_config *cfg,
+		    struct sl_sources **out);
+void sl_sources_free(struct sl_sources *s);
+
+/* In the txn that lands file i (state landed, seq set): index it. */
+int sl_sources_landed(struct sl_sources *s, struct sl_txn *t, const struct sl_inode *i);
+/* In the txn that removes landed file i: drop it from every index. */
+int sl_sources_forget(struct sl_txn *t, const struct sl_inode *i);
+/* Whether some query still needs file id (an unlink answers EBUSY). */
+bool sl_sources_held(struct sl_txn *t, uint64_t id);
+
+struct sl_backlog {
+	uint64_t files, bytes; /* landed, matched, not yet planned */
+};
+/* The backlog of the query called name; SL_NOTFOUND before its first start. */
+int sl_sources_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out);
+
 #endif

@@ -36,6 +36,7 @@ struct fs {
 	const struct sl_fs_args *args;
 	struct sl_land *land;
 	struct fuse_session *se;
+	struct sl_config *config;  /* sluice.json, loaded in init */
 	int init_error;            /* errno when init could not open the catalog */
 };
 
@@ -223,7 +224,13 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(unsigned)FUSE_CAP_ASYNC_DIO;
 
 	/* the catalog is opened here, after the fork of fuse_daemonize() */
-	rc = sl_land_open(fs->args->datadir, &o, &fs->land);
+	char err[512];
+	rc = sl_config_load(fs->args->datadir, &fs->config, err, sizeof(err));
+	if (rc == SL_ECONFIG)
+		sl_log(SL_LOG_ERR, "invalid config: %s", err);
+	o.config = fs->config;
+	if (rc == 0)
+		rc = sl_land_open(fs->args->datadir, &o, &fs->land);
 	if (rc == 0 && (rc = sl_land_start(fs->land))) {
 		sl_land_close(fs->land);
 		fs->land = NULL;
@@ -241,6 +248,8 @@ static void fs_destroy(void *userdata)
 	struct fs *fs = userdata;
 	sl_land_close(fs->land);
 	fs->land = NULL;
+	sl_config_free(fs->config);
+	fs->config = NULL;
 }
 
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -7,6 +7,7 @@
 
 #include "datadir.h"
 #include "err.h"
+#include "json.h"
 #include "land.h"
 #include "sluice.h"
 
@@ -45,6 +46,7 @@ int cmd_land(int argc, char **argv)
 						 {"to", required_argument, NULL, 't'},
 						 {NULL, 0, NULL, 0}};
 	const char *to = NULL;
+	struct sl_config *cfg;
 	struct sl_datadir *d;
 	struct sl_land *l;
 	int c, rc, failed = 0;
@@ -71,12 +73,14 @@ int cmd_land(int argc, char **argv)
 		die_msg("land", "--to '%s' leaves in/", to);
 		return SL_EXIT_USAGE;
 	}
-	rc = open_datadir("land", argv[optind], SL_DATADIR_LOCK | SL_DATADIR_CREATE, &d);
+	rc = open_datadir("land", argv[optind], SL_DATADIR_LOCK | SL_DATADIR_CREATE, &d, &cfg);
 	if (rc)
 		return rc;
-	rc = sl_land_open(argv[optind], NULL, &l);
+	struct sl_land_opts lo = {.config = cfg};
+	rc = sl_land_open(argv[optind], &lo, &l);
 	if (rc) {
 		die_msg("land", "cannot open catalog of '%s': %s", argv[optind], sl_strerror(rc));
+		sl_config_free(cfg);
 		sl_datadir_close(d);
 		return SL_EXIT_FAILURE;
 	}
@@ -96,6 +100,7 @@ int cmd_land(int argc, char **argv)
 			die_msg("land", "cannot land '%s': %s", argv[i], sl_strerror(rc));
 	}
 	sl_land_close(l);
+	sl_config_free(cfg);
 	sl_datadir_close(d);
 	return failed ? SL_EXIT_FAILURE : SL_EXIT_OK;
 }

@@ -19,6 +19,7 @@
 #include "datadir.h"
 #include "err.h"
 #include "fs.h"
+#include "json.h"
 #include "land.h"
 #include "sluice.h"
 #include "temp.h"
@@ -157,6 +158,7 @@ static char *absolute(const char *path)
 
 static int run_mount(struct mount_opts *m)
 {
+	struct sl_config *cfg;
 	struct sl_datadir *d;
 	struct sl_land *l;
 	int fd, rc;
@@ -170,12 +172,13 @@ static int run_mount(struct mount_opts *m)
 		return SL_EXIT_FAILURE;
 	}
 	close(fd);
-	rc = open_datadir("mount", m->fs.datadir, SL_DATADIR_LOCK | SL_DATADIR_CREATE, &d);
+	rc = open_datadir("mount", m->fs.datadir, SL_DATADIR_LOCK | SL_DATADIR_CREATE, &d, &cfg);
 	if (rc)
 		return rc;
 	/* open, recover and close: the daemon reopens after its fork */
-	struct sl_land_opts lo = {.strict = m->fs.strict, .temp = m->fs.temp};
+	struct sl_land_opts lo = {.strict = m->fs.strict, .temp = m->fs.temp, .config = cfg};
 	rc = sl_land_open(m->fs.datadir, &lo, &l);
+	sl_config_free(cfg);
 	if (rc) {
 		die_msg("mount", "cannot open catalog of '%s': %s", m->fs.datadir,
 			sl_strerror(rc));

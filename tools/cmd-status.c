@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* sluice status: read-only counters; takes no lock, works while mounted. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,7 +9,9 @@
 #include "catalog.h"
 #include "datadir.h"
 #include "err.h"
+#include "json.h"
 #include "land.h"
+#include "source.h"
 #include "sluice.h"
 
 static void usage(FILE *f)
@@ -18,6 +21,8 @@ static void usage(FILE *f)
 		   "Prints 'landing files=N bytes=N in_flight=N refused=ERRNO:n,...' (refused=-\n"
 		   "when none). Read-only and lock-free: it works while the data dir is mounted;\n"
 		   "in_flight counts files created through the running mount, not yet landed.\n"
+		   "Then one line per query of sluice.json: '<name> batch=<id or -> rows=<n>\n"
+		   "backlog=<files>/<bytes> watermark=<ISO or -> error=<lastError or ->'.\n"
 		   "Exit codes: 0 ok, 1 runtime failure, 2 misuse, 4 not a sluice data dir.\n");
 }
 
@@ -34,12 +39,27 @@ static int print_refused(void *ctx, const char *key, uint64_t val)
 	return 0;
 }
 
+/* "<name> batch=<id or -> rows=<n> backlog=<files>/<bytes> watermark=<ISO or -> error=<..>" */
+static int print_query(struct sl_txn *t, const char *name)
+{
+	struct sl_backlog b = {0};
+	int rc = t ? sl_sources_backlog(t, name, &b) : SL_NOTFOUND;
+
+	if (rc && rc != SL_NOTFOUND)
+		return rc;
+	/* no batch has run yet: the engine is not there */
+	printf("%s batch=- rows=0 backlog=%" PRIu64 "/%" PRIu64 " watermark=- error=-\n", name,
+	       b.files, b.bytes);
+	return 0;
+}
+
 int cmd_status(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
 						 {NULL, 0, NULL, 0}};
 	uint64_t files = 0, bytes = 0, in_flight = 0;
 	struct sl_datadir *d = NULL;
+	struct sl_config *cfg = NULL;
 	struct sl_catalog *cat;
 	struct sl_txn *t;
 	struct refused r = {0};
@@ -61,11 +81,9 @@ int cmd_status(int argc, char **argv)
 		return SL_EXIT_USAGE;
 	}
 	rc = sl_datadir_open(argv[optind], 0, &d, &what);
-	if (rc == SL_NOTFOUND) {
-		/* a new data dir: nothing landed yet */
-		printf("landing files=0 bytes=0 in_flight=0 refused=-\n");
-		return SL_EXIT_OK;
-	}
+	bool fresh = rc == SL_NOTFOUND; /* a new data dir: nothing landed yet */
+	if (fresh)
+		rc = 0;
 	if (rc == SL_ENOTSLUICE) {
 		die_msg("status", "'%s' is not a sluice data dir (it holds '%s')", argv[optind],
 			what ? what : "?");
@@ -75,10 +93,25 @@ int cmd_status(int argc, char **argv)
 		die_msg("status", "cannot open data dir '%s': %s", argv[optind], sl_strerror(rc));
 		return SL_EXIT_FAILURE;
 	}
+	char err[512];
+	rc = sl_config_load(argv[optind], &cfg, err, sizeof(err));
+	if (rc) {
+		die_msg("status", "invalid config: %s", rc == SL_ECONFIG ? err : sl_strerror(rc));
+		sl_datadir_close(d);
+		return rc == SL_ECONFIG ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
+	}
+	if (fresh) {
+		printf("landing files=0 bytes=0 in_flight=0 refused=-\n");
+		for (size_t k = 0; k < sl_config_nqueries(cfg); k++)
+			print_query(NULL, sl_config_query_name(cfg, k));
+		sl_config_free(cfg);
+		return SL_EXIT_OK;
+	}
 	snprintf(path, sizeof(path), "%s/catalog", argv[optind]);
 	rc = sl_catalog_open(path, SL_CATALOG_RDONLY, &cat);
 	if (rc) {
 		die_msg("status", "cannot open catalog of '%s': %s", argv[optind], sl_strerror(rc));
+		sl_config_free(cfg);
 		sl_datadir_close(d);
 		return rc == SL_ECORRUPT || rc == SL_EVERSION ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
 	}
@@ -92,9 +125,12 @@ int cmd_status(int argc, char **argv)
 		       files, bytes, in_flight);
 		rc = sl_cat_meta_each(t, "refused.", print_refused, &r);
 		printf("%s\n", r.n ? "" : "-");
+		for (size_t k = 0; rc == 0 && k < sl_config_nqueries(cfg); k++)
+			rc = print_query(t, sl_config_query_name(cfg, k));
 		sl_txn_end(t);
 	}
 	sl_catalog_close(cat);
+	sl_config_free(cfg);
 	sl_datadir_close(d);
 	if (rc) {
 		die_msg("status", "cannot read catalog: %s", sl_strerror(rc));

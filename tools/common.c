@@ -31,7 +31,8 @@ void use_stderr_log(void)
 	sl_log_set(log_line, SL_LOG_WARNING, NULL);
 }
 
-int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_datadir **out)
+int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_datadir **out,
+		 struct sl_config **cfgp)
 {
 	struct sl_config *cfg;
 	const char *what = NULL;
@@ -63,6 +64,9 @@ int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_da
 		*out = NULL;
 		return rc == SL_ECONFIG ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
 	}
-	sl_config_free(cfg);
+	if (cfgp)
+		*cfgp = cfg;
+	else
+		sl_config_free(cfg);
 	return 0;
 }

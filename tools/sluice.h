@@ -24,11 +24,15 @@ int cmd_status(int argc, char **argv);
 /* Prints "sluice: <cmd>: <message>" on stderr. */
 void die_msg(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+struct sl_config;
+
 /*
- * Opens (locking, creating) a data dir and validates its sluice.json.
- * Returns 0 or an exit code, having printed one line.
+ * Opens (locking, creating) a data dir and loads its sluice.json into *cfg
+ * (new: sl_config_free; cfg may be NULL to only validate). Returns 0 or an
+ * exit code, having printed one line.
  */
-int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_datadir **out);
+int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_datadir **out,
+		 struct sl_config **cfg);
 
 /* Installs the stderr log handler for core. */
 void use_stderr_log(void);
