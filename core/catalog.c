@@ -165,10 +165,40 @@ static int open_dbs(struct sl_catalog *cat, bool create)
 	return map_rc(rc);
 }
 
+/* The catalog-backed roots of the mount: in/, archive/ and out/. */
+static int ensure_roots(struct sl_txn *t)
+{
+	static const struct {
+		uint64_t id;
+		const char *name;
+		uint32_t mode;
+	} roots[] = {{SL_ID_IN, "in", 0755}, {SL_ID_ARCHIVE, "archive", 0755},
+		     {SL_ID_OUT, "out", 0555}};
+	struct sl_inode d;
+	int rc;
+
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		rc = sl_cat_inode_get(t, roots[i].id, &d);
+		if (rc != SL_NOTFOUND)
+			return rc;
+		memset(&d, 0, sizeof(d));
+		d.id = roots[i].id;
+		d.parent = SL_ID_ROOT;
+		d.kind = SL_KIND_DIR;
+		d.mode = S_IFDIR | roots[i].mode;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		d.mtime_ns = d.ctime_ns = ts.tv_sec * 1000000000ll + ts.tv_nsec;
+		strcpy(d.name, roots[i].name);
+		if ((rc = sl_cat_inode_put(t, &d)))
+			return rc;
+	}
+	return 0;
+}
+
 /* Writes the fixed folders and the format marker into a new catalog. */
 static int init_apply(struct sl_txn *t, void *arg)
 {
-	static const uint64_t roots[] = {SL_ID_IN, SL_ID_ARCHIVE};
 	uint64_t fmt;
 	int rc;
 
@@ -176,18 +206,11 @@ static int init_apply(struct sl_txn *t, void *arg)
 	rc = sl_cat_meta_get(t, "format", &fmt);
 	if (rc)
 		return rc;
-	if (fmt != 0)
-		return fmt == CATALOG_FORMAT ? 0 : SL_EVERSION;
-	for (size_t i = 0; i < 2; i++) {
-		struct sl_inode d = {.id = roots[i], .parent = SL_ID_ROOT, .kind = SL_KIND_DIR,
-				     .mode = S_IFDIR | 0755};
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		d.mtime_ns = d.ctime_ns = ts.tv_sec * 1000000000ll + ts.tv_nsec;
-		strcpy(d.name, roots[i] == SL_ID_IN ? "in" : "archive");
-		if ((rc = sl_cat_inode_put(t, &d)))
-			return rc;
-	}
+	if (fmt != 0 && fmt != CATALOG_FORMAT)
+		return SL_EVERSION;
+	/* also for catalogs made before out/ lived in the catalog */
+	if ((rc = ensure_roots(t)) || fmt != 0)
+		return rc;
 	if ((rc = sl_cat_meta_put(t, "id_hi", SL_ID_FIRST)) ||
 	    (rc = sl_cat_meta_put(t, "id_settled", SL_ID_FIRST)))
 		return rc;

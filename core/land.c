@@ -94,7 +94,7 @@ int sl_land_root(struct sl_land *l, uint64_t id, uint64_t *root)
 	pthread_mutex_unlock(&l->mu);
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		return rc;
-	while (id != SL_ID_IN && id != SL_ID_ARCHIVE) {
+	while (id != SL_ID_IN && id != SL_ID_ARCHIVE && id != SL_ID_OUT) {
 		if ((rc = sl_cat_inode_get(t, id, &i)) || ++depth > 4096)
 			break;
 		id = i.parent;

@@ -271,7 +271,8 @@ static int rename_dir(struct sl_land *l, struct sl_txn *t, struct dir_move *m, u
 	uint64_t tid, up = m->newparent;
 	int rc;
 
-	for (int depth = 0; up != SL_ID_IN && up != SL_ID_ARCHIVE; depth++) {
+	for (int depth = 0; up != SL_ID_IN && up != SL_ID_ARCHIVE && up != SL_ID_OUT;
+	     depth++) {
 		struct sl_inode d;
 		if (up == m->id)
 			return EINVAL; /* into its own subtree */

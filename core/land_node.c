@@ -215,7 +215,7 @@ int land_path_is_temp(struct sl_land *l, struct sl_txn *t, uint64_t parent, cons
 		*temp = true;
 		return 0;
 	}
-	while (parent != SL_ID_IN && parent != SL_ID_ARCHIVE) {
+	while (parent != SL_ID_IN && parent != SL_ID_ARCHIVE && parent != SL_ID_OUT) {
 		int rc = sl_cat_inode_get(t, parent, &d);
 		if (rc)
 			return rc == SL_NOTFOUND ? ENOENT : rc;

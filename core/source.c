@@ -98,7 +98,7 @@ static int relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t
 		memcpy(tmp + pos, d.name, n);
 		if (d.parent == SL_ID_IN)
 			break;
-		if (d.parent == SL_ID_ARCHIVE || ++depth > 1024)
+		if (d.parent == SL_ID_ARCHIVE || d.parent == SL_ID_OUT || ++depth > 1024)
 			return ENOENT;
 		if ((rc = sl_cat_inode_get(t, d.parent, &d)))
 			return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;

@@ -97,10 +97,15 @@ static int fs_errno(int rc)
 	return EIO;
 }
 
+/* Fixed folders outside the catalog (in/, out/ and archive/ live in it). */
 static bool is_virtual_dir(fuse_ino_t ino)
 {
-	return ino == SL_ID_ROOT || ino == SL_ID_OUT || ino == SL_ID_CHECKPOINT ||
-	       ino == SL_ID_STATUS;
+	return ino == SL_ID_ROOT || ino == SL_ID_CHECKPOINT || ino == SL_ID_STATUS;
+}
+
+static bool is_catalog_root(fuse_ino_t ino)
+{
+	return ino == SL_ID_IN || ino == SL_ID_ARCHIVE || ino == SL_ID_OUT;
 }
 
 static void fill_stat(const struct sl_attr *a, struct stat *st)
@@ -160,7 +165,7 @@ static int virtual_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 
 static int get_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 {
-	if (ino < SL_ID_FIRST && ino != SL_ID_IN && ino != SL_ID_ARCHIVE)
+	if (ino < SL_ID_FIRST && !is_catalog_root(ino))
 		return virtual_attr(fs, ino, a);
 	return fs_errno(sl_land_getattr(fs->land, ino, a));
 }
@@ -169,7 +174,7 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 static uint64_t root_of(struct fs *fs, fuse_ino_t ino)
 {
 	uint64_t root = 0;
-	if (ino == SL_ID_IN || ino == SL_ID_ARCHIVE)
+	if (is_catalog_root(ino))
 		return ino;
 	if (ino < SL_ID_FIRST)
 		return 0;
@@ -271,7 +276,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (parent == SL_ID_STATUS) {
 		if (!strcmp(name, "landing.json"))
 			rc = virtual_attr(fs, SL_ID_LANDING_JSON, &a);
-	} else if (parent == SL_ID_OUT || parent == SL_ID_CHECKPOINT) {
+	} else if (parent == SL_ID_CHECKPOINT) {
 		rc = ENOENT;
 	} else {
 		rc = fs_errno(sl_land_lookup(fs->land, parent, name, &a));
