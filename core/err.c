@@ -16,6 +16,7 @@ const char *sl_strerror(int rc)
 	case SL_ECONFIG: return "invalid configuration";
 	case SL_EVERSION: return "catalog version is not supported";
 	case SL_EMAPFULL: return "catalog map is full";
+	case SL_EMALFORMED: return "malformed record";
 	}
 	if (rc > 0)
 		return strerror(rc);

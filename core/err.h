@@ -14,6 +14,7 @@ enum sl_err {
 	SL_ECONFIG = -30005,   /* sluice.json is invalid (details were logged) */
 	SL_EVERSION = -30006,  /* catalog written by an incompatible version */
 	SL_EMAPFULL = -30007,  /* LMDB map full: grow and retry (internal) */
+	SL_EMALFORMED = -30008, /* a source record or value cannot be decoded */
 };
 
 /* Describes rc (either kind). The string is static. */

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The zstd codec: one frame per compressed buffer, and a bounded streaming
+ * decoder that the whole-buffer decompression is built on. zstd's
+ * value-or-error size_t results become errno / SL_E* codes here.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "codec.h"
+#include "err.h"
+
+/* Maps a zstd error result to our codes: memory, resource limits, bad data. */
+static int zerr(size_t r)
+{
+	switch (ZSTD_getErrorCode(r)) {
+	case ZSTD_error_memory_allocation:
+		return ENOMEM;
+	case ZSTD_error_frameParameter_windowTooLarge:
+		return EFBIG;
+	case ZSTD_error_parameter_outOfBound:
+	case ZSTD_error_parameter_unsupported:
+		return EINVAL;
+	default:
+		return SL_ECORRUPT;
+	}
+}
+
+int sl_codec_compress(const void *src, size_t len, int level, void **out, size_t *outlen)
+{
+	ZSTD_CCtx *cctx;
+	size_t bound, r;
+	void *dst, *shrunk;
+	int rc = 0;
+
+	bound = ZSTD_compressBound(len);
+	if (ZSTD_isError(bound) || bound == 0)
+		return EFBIG;
+	if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel())
+		return EINVAL;
+	cctx = ZSTD_createCCtx();
+	if (!cctx)
+		return ENOMEM;
+	dst = malloc(bound);
+	if (!dst) {
+		rc = ENOMEM;
+		goto cctx_free;
+	}
+	r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+	if (!ZSTD_isError(r))
+		r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+	if (!ZSTD_isError(r))
+		r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+	/* one call over the whole input: one frame, with its content size */
+	if (!ZSTD_isError(r))
+		r = ZSTD_compress2(cctx, dst, bound, src, len);
+	if (ZSTD_isError(r)) {
+		rc = zerr(r);
+		free(dst);
+		goto cctx_free;
+	}
+	shrunk = realloc(dst, r);
+	*out = shrunk ? shrunk : dst;
+	*outlen = r;
+cctx_free:
+	ZSTD_freeCCtx(cctx);
+	return rc;
+}
+
+struct sl_codec_stream {
+	ZSTD_DStream *ds;
+	size_t limit;	 /* most output bytes accepted */
+	size_t produced; /* output bytes so far */
+	bool boundary;	 /* the last call ended a frame and flushed it */
+	bool any_frame;	 /* at least one frame was completed */
+	int err;	 /* sticky error, 0 while healthy */
+};
+
+int sl_codec_stream_new(size_t limit, struct sl_codec_stream **out)
+{
+	struct sl_codec_stream *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return ENOMEM;
+	s->ds = ZSTD_createDStream();
+	if (!s->ds) {
+		free(s);
+		return ENOMEM;
+	}
+	/* the default window limit (2^27), stated: larger windows are refused as EFBIG */
+	if (ZSTD_isError(ZSTD_DCtx_setParameter(s->ds, ZSTD_d_windowLogMax, 27))) {
+		ZSTD_freeDStream(s->ds);
+		free(s);
+		return EINVAL;
+	}
+	s->limit = limit;
+	s->boundary = true;
+	*out = s;
+	return 0;
+}
+
+void sl_codec_stream_free(struct sl_codec_stream *s)
+{
+	if (!s)
+		return;
+	ZSTD_freeDStream(s->ds);
+	free(s);
+}
+
+int sl_codec_stream_read(struct sl_codec_stream *s, struct sl_codec_in *in,
+			 struct sl_codec_out *out)
+{
+	if (s->err)
+		return s->err;
+	while (out->pos < out->len) {
+		size_t room = out->len - out->pos, allowed = s->limit - s->produced, r;
+		ZSTD_inBuffer zin = {in->ptr, in->len, in->pos};
+		ZSTD_outBuffer zout;
+
+		/* offer at most one byte beyond the limit, so that crossing it shows */
+		if (allowed < SIZE_MAX && room > allowed + 1)
+			room = allowed + 1;
+		zout.dst = (char *)out->ptr + out->pos;
+		zout.size = room;
+		zout.pos = 0;
+		r = ZSTD_decompressStream(s->ds, &zout, &zin);
+		if (ZSTD_isError(r))
+			return s->err = zerr(r);
+		if (zin.pos == in->pos && zout.pos == 0)
+			return 0; /* no input left and nothing held back */
+		in->pos = zin.pos;
+		out->pos += zout.pos;
+		s->produced += zout.pos;
+		if (s->produced > s->limit)
+			return s->err = EFBIG;
+		/* 0 means a frame ended and all of it was flushed */
+		s->boundary = r == 0;
+		if (r == 0)
+			s->any_frame = true;
+		if (zin.pos == zin.size && zout.pos < zout.size)
+			return 0; /* input consumed, and zstd holds nothing more */
+	}
+	return 0;
+}
+
+int sl_codec_stream_end(const struct sl_codec_stream *s)
+{
+	if (s->err)
+		return s->err;
+	return s->boundary && s->any_frame ? 0 : SL_ECORRUPT;
+}
+
+int sl_codec_decompress(const void *src, size_t len, size_t limit, void **out, size_t *outlen)
+{
+	struct sl_codec_stream *s;
+	struct sl_codec_in in = {src, len, 0};
+	struct sl_codec_out o = {NULL, 0, 0};
+	unsigned long long declared;
+	size_t cap, hard;
+	int rc;
+
+	/* the buffer never needs more than limit + 1 bytes: one more means EFBIG */
+	hard = limit < SIZE_MAX ? limit + 1 : SIZE_MAX;
+	declared = len ? ZSTD_getFrameContentSize(src, len) : ZSTD_CONTENTSIZE_ERROR;
+	if (declared == ZSTD_CONTENTSIZE_ERROR || declared == ZSTD_CONTENTSIZE_UNKNOWN)
+		cap = len < SIZE_MAX / 4 ? len * 4 : SIZE_MAX;
+	else if (declared > limit)
+		return EFBIG; /* the first frame alone says it is too large */
+	else
+		cap = (size_t)declared + 1; /* + 1: a next frame shows at once */
+	if (cap < 256)
+		cap = 256;
+	if (cap > hard)
+		cap = hard;
+	rc = sl_codec_stream_new(limit, &s);
+	if (rc)
+		return rc;
+	for (;;) {
+		if (o.pos == o.len) {
+			size_t ncap = o.len == 0 ? cap : (o.len < hard / 2 ? o.len * 2 : hard);
+			void *p;
+
+			if (ncap <= o.len) {
+				rc = EFBIG; /* unreachable: the stream stops at limit + 1 */
+				goto fail;
+			}
+			p = realloc(o.ptr, ncap);
+			if (!p) {
+				rc = ENOMEM;
+				goto fail;
+			}
+			o.ptr = p;
+			o.len = ncap;
+		}
+		rc = sl_codec_stream_read(s, &in, &o);
+		if (rc)
+			goto fail;
+		if (o.pos < o.len)
+			break; /* room left: the stream took all it could */
+	}
+	rc = in.pos < in.len ? SL_ECORRUPT : sl_codec_stream_end(s);
+	if (rc)
+		goto fail;
+	sl_codec_stream_free(s);
+	*out = o.ptr;
+	*outlen = o.pos;
+	return 0;
+fail:
+	free(o.ptr);
+	sl_codec_stream_free(s);
+	return rc;
+}

@@ -1,0 +1,633 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The schema-directed JSON object scanner. One forward pass over the line:
+ * wanted top-level fields are recorded (strings decoded into one reusable
+ * buffer), everything else is validated by an iterative skipper whose
+ * nesting lives in a bit stack, so hostile depth costs 256 bytes, not stack
+ * frames. Plain string bytes are checked eight at a time.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "jscan.h"
+
+struct sl_jscan {
+	char **names;	  /* wanted names, copied */
+	size_t *lens;	  /* their lengths */
+	size_t n;	  /* number of wanted names */
+	uint32_t *slots;  /* open-addressing table: name index + 1, 0 when empty */
+	size_t mask;	  /* slots - 1 (a power of two minus one) */
+	char *buf;	  /* decoded strings of the current line; cap >= line length */
+	char *kbuf;	  /* the current escaped key, decoded; same capacity */
+	size_t cap;	  /* bytes of buf and of kbuf */
+	size_t blen;	  /* bytes of buf in use */
+	const char *line; /* the line being scanned (for error offsets) */
+	const char *err;  /* why the last scan failed; static */
+	size_t err_off;	  /* where, in bytes from the line start */
+	uint8_t stack[SL_JSCAN_MAX_DEPTH / 8]; /* bit d: container at depth d is an object */
+};
+
+static uint32_t hash(const char *k, size_t len)
+{
+	uint32_t h = (uint32_t)len * 2654435761u;
+	if (len)
+		h ^= (uint8_t)k[0] * 0x01000193u ^ (uint8_t)k[len - 1] * 0x5bd1e995u;
+	return h ^ (h >> 15);
+}
+
+int sl_jscan_new(const char *const *names, size_t n, struct sl_jscan **out)
+{
+	struct sl_jscan *s = calloc(1, sizeof(*s));
+	size_t nslots = 8;
+
+	if (!s)
+		return ENOMEM;
+	while (nslots < 2 * n)
+		nslots *= 2;
+	s->names = calloc(n ? n : 1, sizeof(*s->names));
+	s->lens = calloc(n ? n : 1, sizeof(*s->lens));
+	s->slots = calloc(nslots, sizeof(*s->slots));
+	if (!s->names || !s->lens || !s->slots)
+		goto fail;
+	s->n = n;
+	s->mask = nslots - 1;
+	for (size_t i = 0; i < n; i++) {
+		s->lens[i] = strlen(names[i]);
+		s->names[i] = strdup(names[i]);
+		if (!s->names[i])
+			goto fail;
+		size_t j = hash(names[i], s->lens[i]) & s->mask;
+		while (s->slots[j]) {
+			size_t k = s->slots[j] - 1;
+			if (s->lens[k] == s->lens[i] && !memcmp(s->names[k], names[i], s->lens[i]))
+				break; /* a repeated name keeps its first index */
+			j = (j + 1) & s->mask;
+		}
+		if (!s->slots[j])
+			s->slots[j] = (uint32_t)i + 1;
+	}
+	*out = s;
+	return 0;
+fail:
+	sl_jscan_free(s);
+	return ENOMEM;
+}
+
+void sl_jscan_free(struct sl_jscan *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free(s->names[i]);
+	free(s->names);
+	free(s->lens);
+	free(s->slots);
+	free(s->buf);
+	free(s->kbuf);
+	free(s);
+}
+
+const char *sl_jscan_error(const struct sl_jscan *s, size_t *offset)
+{
+	if (offset)
+		*offset = s->err_off;
+	return s->err ? s->err : "no error";
+}
+
+static long lookup(const struct sl_jscan *s, const char *k, size_t len)
+{
+	size_t j = hash(k, len) & s->mask;
+	while (s->slots[j]) {
+		size_t i = s->slots[j] - 1;
+		if (s->lens[i] == len && !memcmp(s->names[i], k, len))
+			return (long)i;
+		j = (j + 1) & s->mask;
+	}
+	return -1;
+}
+
+/* Records a failure; returns NULL so that callers can `return fail(...)`. */
+static const char *fail(struct sl_jscan *s, const char *p, const char *why)
+{
+	s->err = why;
+	s->err_off = (size_t)(p - s->line);
+	return NULL;
+}
+
+static inline const char *ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* Length of the valid UTF-8 sequence of 2-4 bytes at p, or 0. */
+static size_t utf8_seq(const unsigned char *p, const unsigned char *end)
+{
+	unsigned c = p[0], lo = 0x80, hi = 0xBF;
+	size_t n = (size_t)(end - p);
+
+	if (c >= 0xC2 && c <= 0xDF)
+		return n >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+	if (c >= 0xE0 && c <= 0xEF) {
+		if (n < 3 || (p[2] & 0xC0) != 0x80)
+			return 0;
+		if (c == 0xE0)
+			lo = 0xA0; /* overlong */
+		else if (c == 0xED)
+			hi = 0x9F; /* surrogates */
+		return p[1] >= lo && p[1] <= hi ? 3 : 0;
+	}
+	if (c >= 0xF0 && c <= 0xF4) {
+		if (n < 4 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80)
+			return 0;
+		if (c == 0xF0)
+			lo = 0x90; /* overlong */
+		else if (c == 0xF4)
+			hi = 0x8F; /* above U+10FFFF */
+		return p[1] >= lo && p[1] <= hi ? 4 : 0;
+	}
+	return 0;
+}
+
+size_t sl_jscan_utf8_prefix(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
+
+	while (p < end) {
+		if (*p < 0x80) {
+			p++;
+			continue;
+		}
+		size_t n = utf8_seq(p, end);
+		if (!n)
+			break;
+		p += n;
+	}
+	return (size_t)(p - (const unsigned char *)s);
+}
+
+/* True when one of the 8 bytes may be < 0x20, '"', '\\' or >= 0x80 (false positives allowed). */
+static inline int special8(uint64_t x)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+	uint64_t hit = (x - ones * 0x20) | ((q - ones) & ~q) | ((b - ones) & ~b) | x;
+	return (hit & high) != 0;
+}
+
+static inline int special(unsigned char c)
+{
+	return c < 0x20 || c == '"' || c == '\\' || c >= 0x80;
+}
+
+/* Advances over plain ASCII string bytes. */
+static inline const char *plain_run(const char *p, const char *end)
+{
+	for (;;) {
+		uint64_t x;
+		while (end - p >= 8) {
+			memcpy(&x, p, 8);
+			if (special8(x))
+				break;
+			p += 8;
+		}
+		const char *stop = end - p > 8 ? p + 8 : end;
+		for (; p < stop; p++)
+			if (special((unsigned char)*p))
+				return p;
+		if (p == end)
+			return p;
+	}
+}
+
+static int hex4(const char *p, uint32_t *v)
+{
+	uint32_t x = 0;
+	for (int i = 0; i < 4; i++) {
+		unsigned char c = (unsigned char)p[i];
+		x <<= 4;
+		if (c >= '0' && c <= '9')
+			x |= c - '0';
+		else if (c >= 'a' && c <= 'f')
+			x |= c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			x |= c - 'A' + 10;
+		else
+			return -1;
+	}
+	*v = x;
+	return 0;
+}
+
+/* The escape at p (on the backslash): its code point in *cp; returns the position after it. */
+static const char *escape(struct sl_jscan *s, const char *p, const char *end, uint32_t *cp)
+{
+	uint32_t lo;
+
+	if (end - p < 2)
+		return fail(s, p, "unterminated string");
+	switch (p[1]) {
+	case '"':
+		*cp = '"';
+		return p + 2;
+	case '\\':
+		*cp = '\\';
+		return p + 2;
+	case '/':
+		*cp = '/';
+		return p + 2;
+	case 'b':
+		*cp = '\b';
+		return p + 2;
+	case 'f':
+		*cp = '\f';
+		return p + 2;
+	case 'n':
+		*cp = '\n';
+		return p + 2;
+	case 'r':
+		*cp = '\r';
+		return p + 2;
+	case 't':
+		*cp = '\t';
+		return p + 2;
+	case 'u':
+		break;
+	default:
+		return fail(s, p, "invalid escape in a string");
+	}
+	if (end - p < 6 || hex4(p + 2, cp))
+		return fail(s, p, "invalid \\u escape");
+	if (*cp >= 0xDC00 && *cp <= 0xDFFF)
+		return fail(s, p, "lone low surrogate in a \\u escape");
+	if (*cp < 0xD800 || *cp > 0xDBFF)
+		return p + 6;
+	if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || hex4(p + 8, &lo) || lo < 0xDC00 ||
+	    lo > 0xDFFF)
+		return fail(s, p, "lone high surrogate in a \\u escape");
+	*cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+	return p + 12;
+}
+
+static size_t put_utf8(char *d, uint32_t cp)
+{
+	if (cp < 0x80) {
+		d[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		d[0] = (char)(0xC0 | cp >> 6);
+		d[1] = (char)(0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		d[0] = (char)(0xE0 | cp >> 12);
+		d[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+		d[2] = (char)(0x80 | (cp & 0x3F));
+		return 3;
+	}
+	d[0] = (char)(0xF0 | cp >> 18);
+	d[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+	d[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+	d[3] = (char)(0x80 | (cp & 0x3F));
+	return 4;
+}
+
+/*
+ * The string whose body starts at p (after the opening quote). When dst is
+ * not NULL the decoded bytes go there and *dlen gets their count (never more
+ * than the raw length). *esc, when not NULL, tells whether it held escapes.
+ * Returns the position after the closing quote.
+ */
+static const char *string(struct sl_jscan *s, const char *p, const char *end, char *dst,
+			  size_t *dlen, int *esc)
+{
+	char *d = dst;
+	uint32_t cp;
+
+	for (;;) {
+		const char *run = p;
+		p = plain_run(p, end);
+		if (d) {
+			memcpy(d, run, (size_t)(p - run));
+			d += p - run;
+		}
+		if (p == end)
+			return fail(s, p, "unterminated string");
+		unsigned char c = (unsigned char)*p;
+		if (c == '"') {
+			if (d)
+				*dlen = (size_t)(d - dst);
+			return p + 1;
+		}
+		if (c == '\\') {
+			if (esc)
+				*esc = 1;
+			p = escape(s, p, end, &cp);
+			if (!p)
+				return NULL;
+			if (d)
+				d += put_utf8(d, cp);
+			continue;
+		}
+		if (c < 0x20)
+			return fail(s, p, "control character in a string");
+		size_t n = utf8_seq((const unsigned char *)p, (const unsigned char *)end);
+		if (!n)
+			return fail(s, p, "invalid UTF-8 in a string");
+		if (d) {
+			memcpy(d, p, n);
+			d += n;
+		}
+		p += n;
+	}
+}
+
+static const char *number(struct sl_jscan *s, const char *p, const char *end, bool *is_int)
+{
+	const char *q = p;
+	bool integral = true;
+
+	if (q < end && *q == '-')
+		q++;
+	if (q < end && *q == '0') {
+		q++;
+	} else if (q < end && *q >= '1' && *q <= '9') {
+		while (q < end && *q >= '0' && *q <= '9')
+			q++;
+	} else {
+		return fail(s, p, "invalid value");
+	}
+	if (q < end && *q == '.') {
+		q++;
+		if (q == end || *q < '0' || *q > '9')
+			return fail(s, q, "invalid number");
+		while (q < end && *q >= '0' && *q <= '9')
+			q++;
+		integral = false;
+	}
+	if (q < end && (*q == 'e' || *q == 'E')) {
+		q++;
+		if (q < end && (*q == '+' || *q == '-'))
+			q++;
+		if (q == end || *q < '0' || *q > '9')
+			return fail(s, q, "invalid number");
+		while (q < end && *q >= '0' && *q <= '9')
+			q++;
+		integral = false;
+	}
+	*is_int = integral;
+	return q;
+}
+
+static const char *literal(struct sl_jscan *s, const char *p, const char *end, const char *word,
+			   size_t n)
+{
+	if ((size_t)(end - p) < n || memcmp(p, word, n))
+		return fail(s, p, "invalid value");
+	return p + n;
+}
+
+/* A member key and its colon: p is on the opening quote; returns the position after ':'. */
+static const char *key(struct sl_jscan *s, const char *p, const char *end)
+{
+	if (p == end || *p != '"')
+		return fail(s, p, "expected a string key");
+	p = string(s, p + 1, end, NULL, NULL, NULL);
+	if (!p)
+		return NULL;
+	p = ws(p, end);
+	if (p == end || *p != ':')
+		return fail(s, p, "expected ':'");
+	return p + 1;
+}
+
+/*
+ * Validates the value at p (whitespace allowed before it), nested inside
+ * depth0 open containers, without recursion. Returns the position after it.
+ */
+static const char *skip(struct sl_jscan *s, const char *p, const char *end, unsigned depth0)
+{
+	unsigned depth = depth0;
+	bool is_int;
+
+	for (;;) {
+		p = ws(p, end);
+		if (p == end)
+			return fail(s, p, "unexpected end of line");
+		switch (*p) {
+		case '{':
+		case '[': {
+			bool obj = *p == '{';
+			if (depth >= SL_JSCAN_MAX_DEPTH)
+				return fail(s, p, "nesting too deep");
+			if (obj)
+				s->stack[depth / 8] |= (uint8_t)(1u << (depth % 8));
+			else
+				s->stack[depth / 8] &= (uint8_t) ~(1u << (depth % 8));
+			depth++;
+			p = ws(p + 1, end);
+			if (p < end && *p == (obj ? '}' : ']')) {
+				p++;
+				depth--;
+				break;
+			}
+			if (obj && !(p = key(s, p, end)))
+				return NULL;
+			continue;
+		}
+		case '"':
+			p = string(s, p + 1, end, NULL, NULL, NULL);
+			break;
+		case 't':
+			p = literal(s, p, end, "true", 4);
+			break;
+		case 'f':
+			p = literal(s, p, end, "false", 5);
+			break;
+		case 'n':
+			p = literal(s, p, end, "null", 4);
+			break;
+		default:
+			p = number(s, p, end, &is_int);
+			break;
+		}
+		if (!p)
+			return NULL;
+		/* a value ended: close what it ends */
+		for (;;) {
+			if (depth == depth0)
+				return p;
+			bool obj = s->stack[(depth - 1) / 8] >> ((depth - 1) % 8) & 1;
+			p = ws(p, end);
+			if (p == end)
+				return fail(s, p, "unexpected end of line");
+			if (*p == ',') {
+				p++;
+				if (obj && !(p = key(s, ws(p, end), end)))
+					return NULL;
+				break;
+			}
+			if (*p != (obj ? '}' : ']'))
+				return fail(s, p,
+					    obj ? "expected ',' or '}'" : "expected ',' or ']'");
+			p++;
+			depth--;
+		}
+	}
+}
+
+/* A wanted member's value at p (after whitespace): validated and recorded in f. */
+static const char *take(struct sl_jscan *s, const char *p, const char *end, struct sl_jfield *f)
+{
+	const char *q;
+
+	f->raw = p;
+	f->is_int = false;
+	if (p == end)
+		return fail(s, p, "unexpected end of line");
+	switch (*p) {
+	case '"':
+		f->kind = SL_JSTRING;
+		f->str = s->buf + s->blen;
+		q = string(s, p + 1, end, s->buf + s->blen, &f->str_len, NULL);
+		if (q)
+			s->blen += f->str_len;
+		break;
+	case '{':
+	case '[':
+		f->kind = *p == '{' ? SL_JOBJECT : SL_JARRAY;
+		q = skip(s, p, end, 1);
+		break;
+	case 't':
+		f->kind = SL_JTRUE;
+		q = literal(s, p, end, "true", 4);
+		break;
+	case 'f':
+		f->kind = SL_JFALSE;
+		q = literal(s, p, end, "false", 5);
+		break;
+	case 'n':
+		f->kind = SL_JNULL;
+		q = literal(s, p, end, "null", 4);
+		break;
+	default:
+		f->kind = SL_JNUMBER;
+		q = number(s, p, end, &f->is_int);
+		break;
+	}
+	if (q)
+		f->raw_len = (size_t)(q - p);
+	return q;
+}
+
+int sl_jscan_line(struct sl_jscan *s, const char *line, size_t len, struct sl_jfield *out)
+{
+	const char *p, *end = line + len;
+
+	if (len > s->cap) {
+		/* decoded text never outgrows its source, so one size per line suffices */
+		size_t cap = s->cap ? s->cap : 4096;
+		while (cap < len)
+			cap *= 2;
+		char *buf = realloc(s->buf, cap);
+		if (!buf)
+			return ENOMEM;
+		s->buf = buf;
+		char *kbuf = realloc(s->kbuf, cap);
+		if (!kbuf)
+			return ENOMEM;
+		s->kbuf = kbuf;
+		s->cap = cap;
+	}
+	s->blen = 0;
+	s->line = line;
+	s->err = NULL;
+	for (size_t i = 0; i < s->n; i++)
+		out[i].kind = SL_JABSENT;
+
+	p = ws(line, end);
+	if (p == end || *p != '{') {
+		fail(s, p, "not a JSON object");
+		return SL_EMALFORMED;
+	}
+	p = ws(p + 1, end);
+	if (p < end && *p == '}') {
+		p++;
+		goto tail;
+	}
+	for (;;) {
+		int esc = 0;
+		const char *k = p + 1, *q;
+		long idx;
+		size_t klen;
+
+		if (p == end || *p != '"') {
+			fail(s, p, "expected a string key");
+			return SL_EMALFORMED;
+		}
+		q = string(s, k, end, NULL, NULL, &esc);
+		if (!q)
+			return SL_EMALFORMED;
+		if (!esc) {
+			idx = lookup(s, k, (size_t)(q - 1 - k));
+		} else {
+			string(s, k, end, s->kbuf, &klen, NULL);
+			idx = lookup(s, s->kbuf, klen);
+		}
+		p = ws(q, end);
+		if (p == end || *p != ':') {
+			fail(s, p, "expected ':'");
+			return SL_EMALFORMED;
+		}
+		p = ws(p + 1, end);
+		p = idx < 0 ? skip(s, p, end, 1) : take(s, p, end, &out[idx]);
+		if (!p)
+			return SL_EMALFORMED;
+		p = ws(p, end);
+		if (p < end && *p == ',') {
+			p = ws(p + 1, end);
+			continue;
+		}
+		if (p < end && *p == '}') {
+			p++;
+			break;
+		}
+		fail(s, p, "expected ',' or '}'");
+		return SL_EMALFORMED;
+	}
+tail:
+	p = ws(p, end);
+	if (p != end) {
+		fail(s, p, "text after the object");
+		return SL_EMALFORMED;
+	}
+	return 0;
+}
+
+size_t sl_jscan_compact(const char *raw, size_t len, char *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = raw[i];
+		if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+			continue;
+		out[n++] = c;
+		if (c != '"')
+			continue;
+		/* copy the string through its closing quote, escapes untouched */
+		for (i++; i < len; i++) {
+			out[n++] = raw[i];
+			if (raw[i] == '\\')
+				out[n++] = raw[++i];
+			else if (raw[i] == '"')
+				break;
+		}
+	}
+	return n;
+}

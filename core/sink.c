@@ -1,0 +1,807 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * File sink formatting: rows of a batch to JSON Lines or CSV parts, grouped
+ * by Hive-style partition folders, compressed through the codec. The value
+ * formats are documented at sl_sink_format() in sink.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "sink.h"
+
+#define NAME_MAX_BYTES 255 /* longest folder name Linux accepts */
+#define DEFAULT_PARTITION "__HIVE_DEFAULT_PARTITION__"
+
+/*
+ * A growable byte buffer with a sticky out-of-memory flag, so that a row is
+ * formatted without a check per append and the flag is tested once after.
+ */
+struct buf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static void buf_reserve(struct buf *b, size_t more)
+{
+	size_t cap;
+	char *p;
+
+	if (b->oom || b->cap - b->len >= more)
+		return;
+	cap = b->cap ? b->cap : 256;
+	while (cap - b->len < more) {
+		if (cap > SIZE_MAX / 2) {
+			b->oom = true;
+			return;
+		}
+		cap *= 2;
+	}
+	p = realloc(b->p, cap);
+	if (!p) {
+		b->oom = true;
+		return;
+	}
+	b->p = p;
+	b->cap = cap;
+}
+
+static void put(struct buf *b, const void *s, size_t n)
+{
+	buf_reserve(b, n);
+	if (b->oom || n == 0)
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+static void putch(struct buf *b, char c) { put(b, &c, 1); }
+
+static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
+
+/*
+ * The length of the UTF-8 sequence at s (n > 0 bytes available). *valid
+ * tells whether it is a well-formed character; when not, the length is
+ * that of the maximal subpart (at least 1), which one U+FFFD replaces.
+ */
+static size_t utf8_seq(const unsigned char *s, size_t n, bool *valid)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+	size_t need, i;
+
+	*valid = true;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF) {
+		need = 2;
+	} else if (c >= 0xE0 && c <= 0xEF) {
+		need = 3;
+		if (c == 0xE0)
+			lo = 0xA0; /* no overlong forms */
+		else if (c == 0xED)
+			hi = 0x9F; /* no surrogates */
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		need = 4;
+		if (c == 0xF0)
+			lo = 0x90;
+		else if (c == 0xF4)
+			hi = 0x8F; /* nothing above U+10FFFF */
+	} else {
+		*valid = false;
+		return 1;
+	}
+	for (i = 1; i < need; i++) {
+		if (i >= n || s[i] < lo || s[i] > hi) {
+			*valid = false;
+			return i;
+		}
+		lo = 0x80;
+		hi = 0xBF;
+	}
+	return need;
+}
+
+static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
+static const char hexdigits[] = "0123456789ABCDEF";
+
+/* A JSON string, quotes included, escaped as Jackson does (see sink.h). */
+static void put_json_str(struct buf *b, const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0, run = 0;
+
+	putch(b, '"');
+	while (i < n) {
+		unsigned char c = s[i];
+		const char *esc = NULL;
+		char u[6];
+		bool valid;
+		size_t k;
+
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+			i++;
+			run++;
+			continue;
+		}
+		put(b, s + i - run, run);
+		run = 0;
+		if (c >= 0x80) {
+			k = utf8_seq(s + i, n - i, &valid);
+			if (valid)
+				put(b, s + i, k);
+			else
+				put(b, replacement, 3);
+			i += k;
+			continue;
+		}
+		switch (c) {
+		case '"':
+			esc = "\\\"";
+			break;
+		case '\\':
+			esc = "\\\\";
+			break;
+		case '\b':
+			esc = "\\b";
+			break;
+		case '\t':
+			esc = "\\t";
+			break;
+		case '\n':
+			esc = "\\n";
+			break;
+		case '\f':
+			esc = "\\f";
+			break;
+		case '\r':
+			esc = "\\r";
+			break;
+		default:
+			memcpy(u, "\\u00", 4);
+			u[4] = hexdigits[c >> 4];
+			u[5] = hexdigits[c & 15];
+			put(b, u, 6);
+			break;
+		}
+		if (esc)
+			puts_(b, esc);
+		i++;
+	}
+	put(b, s + i - run, run);
+	putch(b, '"');
+}
+
+/* Bytes with invalid UTF-8 replaced; for CSV the quotes doubled too. */
+static void put_clean(struct buf *b, const char *str, size_t n, bool double_quotes)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0, run = 0;
+
+	while (i < n) {
+		bool valid;
+		size_t k;
+
+		if (s[i] < 0x80 && !(double_quotes && s[i] == '"')) {
+			i++;
+			run++;
+			continue;
+		}
+		put(b, s + i - run, run);
+		run = 0;
+		if (s[i] == '"') {
+			put(b, "\"\"", 2);
+			i++;
+			continue;
+		}
+		k = utf8_seq(s + i, n - i, &valid);
+		put(b, valid ? (const char *)s + i : replacement, valid ? k : 3);
+		i += k;
+	}
+	put(b, s + i - run, run);
+}
+
+/* A CSV field: quoted when it must be (see sink.h). */
+static void put_csv_str(struct buf *b, const char *s, size_t n)
+{
+	bool quote = n == 0 || s[0] == ' ' || s[0] == '\t' || s[n - 1] == ' ' || s[n - 1] == '\t' ||
+		     memchr(s, ',', n) || memchr(s, '"', n) || memchr(s, '\n', n) ||
+		     memchr(s, '\r', n);
+
+	if (quote)
+		putch(b, '"');
+	put_clean(b, s, n, true);
+	if (quote)
+		putch(b, '"');
+}
+
+/* Floor division and its non-negative remainder, for dates before 1970. */
+static int64_t floordiv(int64_t a, int64_t d, int64_t *rem)
+{
+	int64_t q = a / d, r = a % d;
+
+	if (r < 0) {
+		q--;
+		r += d;
+	}
+	if (rem)
+		*rem = r;
+	return q;
+}
+
+struct civil {
+	int64_t year; /* proleptic Gregorian, astronomical (0 = 1 BC) */
+	int month;    /* 1..12 */
+	int day;      /* 1..31 */
+};
+
+/*
+ * Days since 1970-01-01 to a civil date (H. Hinnant's days_from_civil,
+ * inverted). The 400-year era is split off first so no step overflows.
+ */
+static struct civil civil_from_days(int64_t days)
+{
+	int64_t rem, era = floordiv(days, 146097, &rem), z, doe, yoe, doy, mp;
+	struct civil c;
+
+	z = rem + 719468; /* days since 0000-03-01, within [0, 2 eras) */
+	era += floordiv(z, 146097, &doe);
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	c.day = (int)(doy - (153 * mp + 2) / 5 + 1);
+	c.month = (int)(mp < 10 ? mp + 3 : mp - 9);
+	c.year = yoe + era * 400 + (c.month <= 2);
+	return c;
+}
+
+/* "YYYY-MM-DD" into out (>= 32 bytes); years outside 0..9999 as +YYYYY / -YYYY. */
+static int fmt_date(char *out, int64_t days)
+{
+	struct civil c = civil_from_days(days);
+
+	if (c.year < 0)
+		return snprintf(out, 32, "-%04" PRId64 "-%02d-%02d", -c.year, c.month, c.day);
+	if (c.year > 9999)
+		return snprintf(out, 32, "+%" PRId64 "-%02d-%02d", c.year, c.month, c.day);
+	return snprintf(out, 32, "%04" PRId64 "-%02d-%02d", c.year, c.month, c.day);
+}
+
+/*
+ * A TIMESTAMP (microseconds) into out (>= 48 bytes): with iso,
+ * "YYYY-MM-DDTHH:MM:SS.mmmZ", milliseconds truncated toward the past; else
+ * Spark's cast to string, "YYYY-MM-DD HH:MM:SS[.ffffff]", trailing zeros of
+ * the fraction dropped.
+ */
+static void fmt_timestamp(char *out, int64_t us, bool iso)
+{
+	int64_t frac, secs = floordiv(us, 1000000, &frac), sod;
+	int64_t days = floordiv(secs, 86400, &sod);
+	int n = fmt_date(out, days);
+	int h = (int)(sod / 3600), m = (int)(sod / 60 % 60), s = (int)(sod % 60);
+
+	if (iso) {
+		snprintf(out + n, 48 - (size_t)n, "T%02d:%02d:%02d.%03dZ", h, m, s,
+			 (int)(frac / 1000));
+		return;
+	}
+	n += snprintf(out + n, 48 - (size_t)n, " %02d:%02d:%02d", h, m, s);
+	if (frac) {
+		int digits = 6;
+
+		while (frac % 10 == 0) {
+			frac /= 10;
+			digits--;
+		}
+		snprintf(out + n, 48 - (size_t)n, ".%0*" PRId64, digits, frac);
+	}
+}
+
+/*
+ * A double as Java's Double.toString into out (>= 32 bytes): the fewest
+ * significant digits (at least two) that strtod reads back to d, each
+ * length tried correctly rounded, laid out as plain decimal when
+ * 1e-3 <= |d| < 1e7, else as d.dddE[-]n.
+ */
+static void fmt_double(char *out, double d)
+{
+	char tmp[40], digits[20], *p = out, *e;
+	int exp, nd = 0;
+
+	if (isnan(d)) {
+		strcpy(out, "NaN");
+		return;
+	}
+	if (isinf(d)) {
+		strcpy(out, d < 0 ? "-Infinity" : "Infinity");
+		return;
+	}
+	if (d == 0) {
+		strcpy(out, signbit(d) ? "-0.0" : "0.0");
+		return;
+	}
+	/*
+	 * From two significant digits: when one would do, Java (19 and later)
+	 * shows the closest two-digit decimal, so MIN_VALUE is 4.9E-324.
+	 */
+	for (int prec = 1; prec < 17; prec++) {
+		snprintf(tmp, sizeof(tmp), "%.*e", prec, d);
+		if (strtod(tmp, NULL) == d)
+			break;
+	}
+	/* tmp is [-]D[.DDD]e[+-]XX: collect the digits and the exponent */
+	for (const char *t = tmp; *t && *t != 'e'; t++)
+		if (*t >= '0' && *t <= '9')
+			digits[nd++] = *t;
+	e = strchr(tmp, 'e');
+	exp = (int)strtol(e + 1, NULL, 10);
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	if (d < 0)
+		*p++ = '-';
+	if (exp >= -3 && exp < 7) {
+		if (exp < 0) {
+			*p++ = '0';
+			*p++ = '.';
+			for (int i = -1; i > exp; i--)
+				*p++ = '0';
+			memcpy(p, digits, (size_t)nd);
+			p += nd;
+		} else {
+			for (int i = 0; i <= exp; i++)
+				*p++ = i < nd ? digits[i] : '0';
+			*p++ = '.';
+			if (nd > exp + 1) {
+				memcpy(p, digits + exp + 1, (size_t)(nd - exp - 1));
+				p += nd - exp - 1;
+			} else {
+				*p++ = '0';
+			}
+		}
+		*p = 0;
+		return;
+	}
+	*p++ = digits[0];
+	*p++ = '.';
+	if (nd > 1) {
+		memcpy(p, digits + 1, (size_t)(nd - 1));
+		p += nd - 1;
+	} else {
+		*p++ = '0';
+	}
+	snprintf(p, 8, "E%d", exp);
+}
+
+/*
+ * A non-null, non-string scalar as text (>= 48 bytes): the same for JSON
+ * and CSV; iso picks the TIMESTAMP form (see fmt_timestamp).
+ */
+static void fmt_scalar(char *out, enum sl_type t, const union sl_cell *v, bool iso)
+{
+	switch (t) {
+	case SL_TYPE_BIGINT:
+	case SL_TYPE_INT:
+		snprintf(out, 48, "%" PRId64, v->i);
+		break;
+	case SL_TYPE_BOOLEAN:
+		strcpy(out, v->i ? "true" : "false");
+		break;
+	case SL_TYPE_DOUBLE:
+		fmt_double(out, v->d);
+		break;
+	case SL_TYPE_TIMESTAMP:
+		fmt_timestamp(out, v->i, iso);
+		break;
+	case SL_TYPE_DATE:
+		fmt_date(out, v->i);
+		break;
+	case SL_TYPE_STRING:
+	case SL_TYPE_WINDOW:
+		out[0] = 0; /* not scalars here: the callers handle them */
+		break;
+	}
+}
+
+static void put_json_value(struct buf *b, const struct sl_batch *batch, size_t row, size_t col)
+{
+	const struct sl_batch_col *c = &batch->cols[col];
+	const union sl_cell *v = &c->cells[row];
+	char tmp[48];
+	size_t n;
+
+	switch (c->type) {
+	case SL_TYPE_STRING: {
+		const char *s = sl_batch_str(batch, row, col, &n);
+		put_json_str(b, s, n);
+		return;
+	}
+	case SL_TYPE_WINDOW:
+		fmt_timestamp(tmp, v->w.start, true);
+		puts_(b, "{\"start\":\"");
+		puts_(b, tmp);
+		fmt_timestamp(tmp, v->w.end, true);
+		puts_(b, "\",\"end\":\"");
+		puts_(b, tmp);
+		puts_(b, "\"}");
+		return;
+	case SL_TYPE_DOUBLE:
+		fmt_double(tmp, v->d);
+		/* Jackson writes non-finite doubles as strings */
+		if (!isfinite(v->d)) {
+			put_json_str(b, tmp, strlen(tmp));
+			return;
+		}
+		break;
+	case SL_TYPE_TIMESTAMP:
+	case SL_TYPE_DATE:
+		fmt_scalar(tmp, c->type, v, true);
+		putch(b, '"');
+		puts_(b, tmp);
+		putch(b, '"');
+		return;
+	default:
+		fmt_scalar(tmp, c->type, v, true);
+		break;
+	}
+	puts_(b, tmp);
+}
+
+static void put_csv_value(struct buf *b, const struct sl_batch *batch, size_t row, size_t col)
+{
+	const struct sl_batch_col *c = &batch->cols[col];
+	char tmp[48];
+	size_t n;
+
+	if (c->type == SL_TYPE_STRING) {
+		const char *s = sl_batch_str(batch, row, col, &n);
+		put_csv_str(b, s, n);
+		return;
+	}
+	fmt_scalar(tmp, c->type, &c->cells[row], true);
+	puts_(b, tmp);
+}
+
+/* Appends escapePathName(s) (see sink.h), invalid UTF-8 replaced. */
+static void put_path_escaped(struct buf *b, const char *str, size_t n)
+{
+	static const char special[] = "\"#%'*/:=?\\{[]^";
+	const unsigned char *s = (const unsigned char *)str;
+
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+
+		if (c < 0x20 || c == 0x7F || (c && strchr(special, c))) {
+			char e[3] = {'%', hexdigits[c >> 4], hexdigits[c & 15]};
+			put(b, e, 3);
+			i++;
+		} else if (c < 0x80) {
+			putch(b, (char)c);
+			i++;
+		} else {
+			bool valid;
+			size_t k = utf8_seq(s + i, n - i, &valid);
+			put(b, valid ? (const char *)s + i : replacement, valid ? k : 3);
+			i += k;
+		}
+	}
+}
+
+/* Appends the row's partition folder ("k=v/k2=v2") to b. ENAMETOOLONG or 0. */
+static int put_dir(struct buf *b, const struct sl_query_config *q, const struct sl_batch *batch,
+		   size_t row)
+{
+	for (size_t i = 0; i < q->npartition_by; i++) {
+		size_t col = q->partition_by[i], start, n;
+		const char *name = q->out.cols[col].name;
+		char tmp[48];
+
+		if (i)
+			putch(b, '/');
+		start = b->len;
+		put_path_escaped(b, name, strlen(name));
+		putch(b, '=');
+		if (sl_batch_is_null(batch, row, col)) {
+			puts_(b, DEFAULT_PARTITION);
+		} else if (batch->cols[col].type == SL_TYPE_STRING) {
+			const char *s = sl_batch_str(batch, row, col, &n);
+			if (n == 0)
+				puts_(b, DEFAULT_PARTITION);
+			else
+				put_path_escaped(b, s, n);
+		} else {
+			fmt_scalar(tmp, batch->cols[col].type, &batch->cols[col].cells[row], false);
+			put_path_escaped(b, tmp, strlen(tmp));
+		}
+		if (!b->oom && b->len - start > NAME_MAX_BYTES)
+			return ENAMETOOLONG;
+	}
+	return 0;
+}
+
+struct group {
+	char *dir;	/* NUL-terminated folder */
+	size_t dirlen;	/* strlen(dir) */
+	uint64_t hash;	/* of dir */
+	struct buf out; /* formatted rows */
+	size_t rows;	/* rows in out */
+};
+
+/* The groups of one sl_sink_format() call, with a hash index on dir. */
+struct groups {
+	struct group *g;
+	size_t n, cap;
+	size_t *slots; /* group index + 1, 0 = empty; nslots a power of 2 */
+	size_t nslots;
+};
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return h;
+}
+
+static int groups_rehash(struct groups *gs)
+{
+	size_t nslots = gs->nslots ? gs->nslots * 2 : 16;
+	size_t *slots = calloc(nslots, sizeof(*slots));
+
+	if (!slots)
+		return ENOMEM;
+	for (size_t i = 0; i < gs->n; i++) {
+		size_t j = gs->g[i].hash & (nslots - 1);
+		while (slots[j])
+			j = (j + 1) & (nslots - 1);
+		slots[j] = i + 1;
+	}
+	free(gs->slots);
+	gs->slots = slots;
+	gs->nslots = nslots;
+	return 0;
+}
+
+static void groups_release(struct groups *gs)
+{
+	for (size_t i = 0; i < gs->n; i++) {
+		free(gs->g[i].dir);
+		free(gs->g[i].out.p);
+	}
+	free(gs->g);
+	free(gs->slots);
+}
+
+/* The group of folder dir, added (its CSV header written) when new. */
+static int groups_find(struct groups *gs, const struct sl_query_config *q, const char *dir,
+		       size_t len, struct group **out)
+{
+	uint64_t h = hash_bytes(dir, len);
+	struct group *g;
+	size_t j;
+	int rc;
+
+	if (gs->nslots) {
+		for (j = h & (gs->nslots - 1); gs->slots[j]; j = (j + 1) & (gs->nslots - 1)) {
+			g = &gs->g[gs->slots[j] - 1];
+			if (g->hash == h && g->dirlen == len && !memcmp(g->dir, dir, len)) {
+				*out = g;
+				return 0;
+			}
+		}
+	}
+	if ((gs->n + 1) * 2 > gs->nslots && (rc = groups_rehash(gs)))
+		return rc;
+	if (gs->n == gs->cap) {
+		size_t cap = gs->cap ? gs->cap * 2 : 4;
+		struct group *ng = realloc(gs->g, cap * sizeof(*ng));
+		if (!ng)
+			return ENOMEM;
+		gs->g = ng;
+		gs->cap = cap;
+	}
+	g = &gs->g[gs->n];
+	memset(g, 0, sizeof(*g));
+	g->dir = malloc(len + 1);
+	if (!g->dir)
+		return ENOMEM;
+	memcpy(g->dir, dir, len);
+	g->dir[len] = 0;
+	g->dirlen = len;
+	g->hash = h;
+	if (q->sink_format == SL_SINK_CSV) {
+		bool first = true;
+
+		for (size_t c = 0; c < q->out.n; c++) {
+			bool part = false;
+			for (size_t i = 0; i < q->npartition_by; i++)
+				part |= q->partition_by[i] == c;
+			if (part)
+				continue;
+			if (!first)
+				putch(&g->out, ',');
+			first = false;
+			put_csv_str(&g->out, q->out.cols[c].name, strlen(q->out.cols[c].name));
+		}
+		putch(&g->out, '\n');
+	}
+	for (j = h & (gs->nslots - 1); gs->slots[j]; j = (j + 1) & (gs->nslots - 1))
+		;
+	gs->slots[j] = ++gs->n;
+	*out = g;
+	return 0;
+}
+
+static void put_row(struct buf *b, const struct sl_query_config *q, const struct sl_batch *batch,
+		    const bool *skip, size_t row)
+{
+	bool csv = q->sink_format == SL_SINK_CSV, first = true;
+
+	if (!csv)
+		putch(b, '{');
+	for (size_t c = 0; c < batch->schema->n; c++) {
+		bool null;
+
+		if (skip[c])
+			continue;
+		null = sl_batch_is_null(batch, row, c);
+		if (csv) {
+			if (!first)
+				putch(b, ',');
+			if (!null)
+				put_csv_value(b, batch, row, c);
+		} else if (!null) {
+			const char *name = q->out.cols[c].name;
+			if (!first)
+				putch(b, ',');
+			put_json_str(b, name, strlen(name));
+			putch(b, ':');
+			put_json_value(b, batch, row, c);
+		} else {
+			continue; /* omitted: does not count as a first field */
+		}
+		first = false;
+	}
+	if (!csv)
+		putch(b, '}');
+	putch(b, '\n');
+}
+
+/* b's columns must be q->out's, and CSV has no struct column. */
+static int check_shape(const struct sl_query_config *q, const struct sl_batch *b)
+{
+	if (!b->schema || b->schema->n != q->out.n)
+		return EINVAL;
+	for (size_t c = 0; c < q->out.n; c++) {
+		if (b->cols[c].type != q->out.cols[c].type)
+			return EINVAL;
+		if (q->sink_format == SL_SINK_CSV && q->out.cols[c].type == SL_TYPE_WINDOW)
+			return EINVAL;
+	}
+	for (size_t i = 0; i < q->npartition_by; i++)
+		if (q->partition_by[i] >= q->out.n ||
+		    q->out.cols[q->partition_by[i]].type == SL_TYPE_WINDOW)
+			return EINVAL;
+	return 0;
+}
+
+/* Moves the groups into new parts, compressing them when asked. */
+static int make_parts(const struct sl_query_config *q, struct groups *gs, struct sl_part **parts)
+{
+	struct sl_part *p = calloc(gs->n, sizeof(*p));
+	int rc = 0;
+
+	if (!p)
+		return ENOMEM;
+	for (size_t i = 0; i < gs->n; i++) {
+		struct group *g = &gs->g[i];
+
+		p[i].rows = g->rows;
+		if (q->compression == SL_COMPRESSION_ZSTD) {
+			rc = sl_codec_compress(g->out.p, g->out.len, SL_SINK_ZSTD_LEVEL, &p[i].data,
+					       &p[i].len);
+			if (rc) {
+				sl_sink_parts_free(p, i);
+				return rc;
+			}
+		}
+	}
+	/* nothing can fail from here: hand the buffers over */
+	for (size_t i = 0; i < gs->n; i++) {
+		struct group *g = &gs->g[i];
+
+		p[i].dir = g->dir;
+		g->dir = NULL;
+		if (q->compression != SL_COMPRESSION_ZSTD) {
+			p[i].data = g->out.p;
+			p[i].len = g->out.len;
+			g->out.p = NULL;
+		}
+	}
+	*parts = p;
+	return rc;
+}
+
+int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
+		   struct sl_part **parts, size_t *nparts)
+{
+	struct groups gs = {0};
+	struct buf dir = {0};
+	struct sl_part *p = NULL;
+	bool *skip;
+	int rc;
+
+	if ((rc = check_shape(q, b)))
+		return rc;
+	if (b->nrows == 0) {
+		*parts = NULL;
+		*nparts = 0;
+		return 0;
+	}
+	skip = calloc(q->out.n, sizeof(*skip));
+	if (!skip)
+		return ENOMEM;
+	for (size_t i = 0; i < q->npartition_by; i++)
+		skip[q->partition_by[i]] = true;
+	for (size_t row = 0; row < b->nrows; row++) {
+		struct group *g;
+
+		dir.len = 0;
+		if ((rc = put_dir(&dir, q, b, row)))
+			goto groups_release;
+		putch(&dir, 0); /* room for a NUL, and never a NULL pointer */
+		if (dir.oom) {
+			rc = ENOMEM;
+			goto groups_release;
+		}
+		rc = groups_find(&gs, q, dir.p, dir.len - 1, &g);
+		if (rc)
+			goto groups_release;
+		put_row(&g->out, q, b, skip, row);
+		if (g->out.oom) {
+			rc = ENOMEM;
+			goto groups_release;
+		}
+		g->rows++;
+	}
+	rc = make_parts(q, &gs, &p);
+	if (rc)
+		goto groups_release;
+	*parts = p;
+	*nparts = gs.n;
+groups_release:
+	groups_release(&gs);
+	free(dir.p);
+	free(skip);
+	return rc;
+}
+
+void sl_sink_parts_free(struct sl_part *parts, size_t n)
+{
+	if (!parts)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(parts[i].dir);
+		free(parts[i].data);
+	}
+	free(parts);
+}
+
+int sl_sink_part_name(char *buf, size_t len, const struct sl_query_config *q, uint64_t batch,
+		      uint32_t part)
+{
+	char tmp[64];
+	int n = snprintf(tmp, sizeof(tmp), "part-%05" PRIu64 "-%05" PRIu32 "%s%s", batch, part,
+			 q->sink_format == SL_SINK_CSV ? ".csv" : ".jsonl",
+			 q->compression == SL_COMPRESSION_ZSTD ? ".zst" : "");
+
+	if (n < 0 || (size_t)n >= len)
+		return ERANGE;
+	memcpy(buf, tmp, (size_t)n + 1);
+	return 0;
+}

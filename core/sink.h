@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The file sink's formatting: turns the output rows of one micro-batch into
+ * the bytes of its part files (JSON Lines or CSV, one part per partition
+ * folder, zstd-compressed on request) and names them. Writing the parts
+ * and committing them is the engine's business, not this module's.
+ */
+#ifndef SLUICE_CORE_SINK_H
+#define SLUICE_CORE_SINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batch.h"
+#include "config.h"
+
+#define SL_SINK_ZSTD_LEVEL 3 /* zstd level of compressed parts */
+
+/* One part file of a batch. */
+struct sl_part {
+	char *dir;   /* "" or "k=v/k2=v2" (no trailing slash), Hive-escaped; NUL-terminated */
+	void *data;  /* the part's bytes: one zstd frame when the query compresses */
+	size_t len;  /* bytes at data */
+	size_t rows; /* rows in the part, >= 1 */
+};
+
+/*
+ * Formats the rows of b, whose columns are q->out's (same count and types,
+ * b usually being typed by &q->out), into parts:
+ * - rows are grouped by their partition folder, in the order in which each
+ *   folder first appears; without partitionBy there is one group, dir "";
+ * - each group becomes one part holding its rows in batch order, without
+ *   the partition columns, as JSON Lines or as CSV with a header line
+ *   (q->sink_format), then one zstd frame when q->compression says zstd;
+ * - a batch without rows gives no part (*parts NULL, *nparts 0).
+ * Part i is meant to be written as out/<query>/<dir>/<sl_sink_part_name(i)>.
+ *
+ * Formats (Spark's writers where DESIGN.md is silent):
+ * - JSON: {"col":value,...} and "\n" per row, columns in q->out order, no
+ *   spaces, null fields omitted (an all-null row is {}). Strings are
+ *   escaped as Spark's Jackson writer does: `"` and `\` escaped; \b \t \n
+ *   \f \r as such; other controls below 0x20 as \u00XX (upper-case hex);
+ *   everything else, `/` and DEL included, as is. BIGINT/INT are integers,
+ *   BOOLEAN true/false, DOUBLE as Java's Double.toString (shortest digits
+ *   that read back to the same double; 0.001 <= |x| < 1e7 as 45.0 or 0.5,
+ *   else 1.0E10, 1.5E-4; -0.0 kept) with NaN, Infinity and -Infinity as the
+ *   strings "NaN", "Infinity", "-Infinity" (Jackson's default), TIMESTAMP
+ *   as "2026-10-04T12:00:00.000Z" (UTC, milliseconds truncated toward the
+ *   past), DATE as "2026-10-04", WINDOW as {"start":TS,"end":TS}. Years
+ *   outside 0000-9999 are written ISO 8601 style: "+10000", "-0001".
+ * - CSV: a header of the column names, then one line per row, "\n" ending
+ *   every line, separator ','. A field is quoted, RFC 4180 style (a quote
+ *   doubled), when it holds ',', '"', CR or LF, starts or ends with a space
+ *   or a tab (so that no reader trims it), or is the empty string (Spark's
+ *   "" for empty strings); a null is an empty field. Values print as in
+ *   JSON, unquoted: DOUBLE NaN, Infinity, -Infinity; TIMESTAMP
+ *   2026-10-04T12:00:00.000Z. A WINDOW column is refused (EINVAL; the
+ *   config refuses it at load).
+ * - Bytes that are not valid UTF-8, in strings and column names, become
+ *   U+FFFD, one per maximal invalid subsequence (Unicode's recommended
+ *   practice, as Java's decoder), so every part is valid UTF-8.
+ * - Partition folders: `name=value` per partition column, in partitionBy
+ *   order, joined by '/'. Name and value are escaped as Spark's
+ *   ExternalCatalogUtils.escapePathName: bytes 0x00-0x1F, `"#%'*\/:=?\`,
+ *   0x7F, `{[]^` become %XX (upper-case hex; 0x00 is our addition, Linux
+ *   names cannot hold it); non-ASCII passes through. A null or empty-string
+ *   value is __HIVE_DEFAULT_PARTITION__ (Spark: both read back as null).
+ *   Values print as Spark casts them to strings: integers, true/false,
+ *   doubles as above, DATE 2026-10-04, TIMESTAMP `2026-10-04 12:00:00` with
+ *   a fraction only when non-zero (`12:00:00.5`), UTC, so escaped as
+ *   `2026-10-04 12%3A00%3A00` (what Spark's partition discovery reads back
+ *   as a timestamp).
+ *
+ * Returns 0 with *parts new (free with sl_sink_parts_free) and *nparts set;
+ * EINVAL when b does not match q->out or a CSV query has a WINDOW column;
+ * ENAMETOOLONG when a `name=value` folder would exceed 255 bytes (NAME_MAX);
+ * ENOMEM; or a codec error. On failure the outputs are untouched and
+ * nothing needs freeing. Thread-safe; b and q are only read.
+ */
+int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
+		   struct sl_part **parts, size_t *nparts);
+
+/* Frees n parts returned by sl_sink_format. Accepts NULL. */
+void sl_sink_parts_free(struct sl_part *parts, size_t n);
+
+/*
+ * Writes the file name of part `part` of batch `batch` into buf (len bytes):
+ * `part-%05d-%05d` then `.jsonl` or `.csv` by q->sink_format, then `.zst`
+ * when q->compression is zstd, e.g. "part-00003-00000.jsonl.zst" (wider
+ * numbers widen). Returns 0, or ERANGE when buf is too small (then buf is
+ * untouched); 64 bytes always suffice.
+ */
+int sl_sink_part_name(char *buf, size_t len, const struct sl_query_config *q, uint64_t batch,
+		      uint32_t part);
+
+#endif
