@@ -11,8 +11,8 @@
  *   data     key: id u64                 value: the bytes of a small file
  *   pending  key: id u64                 value: empty (recorded, not landed)
  *   landed   key: seq u64                value: id u64
- *   queries, qindex, qhold: engine tables (enum sl_table), laid out by
- *            their owner module (source.c)
+ *   queries, qindex, qhold, qlog: engine tables (enum sl_table), laid
+ *            out by their owner modules (source.c, engine.c)
  *
  * Inode record:
  *   OFFSET SIZE MEANING
@@ -149,7 +149,7 @@ static int open_dbs(struct sl_catalog *cat, bool create)
 			return rc == MDB_NOTFOUND ? SL_ECORRUPT : map_rc(rc);
 		}
 	}
-	static const char *tables[SL_TABLE_COUNT] = {"queries", "qindex", "qhold"};
+	static const char *tables[SL_TABLE_COUNT] = {"queries", "qindex", "qhold", "qlog"};
 	for (size_t i = 0; i < SL_TABLE_COUNT; i++) {
 		rc = mdb_dbi_open(txn, tables[i], create ? MDB_CREATE : 0, &cat->tables[i]);
 		if (rc == MDB_NOTFOUND && !create) {

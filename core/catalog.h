@@ -169,6 +169,7 @@ enum sl_table {
 	SL_TABLE_QUERIES, /* query name -> query id (see source.c) */
 	SL_TABLE_QINDEX,  /* a query's unplanned files in landing order */
 	SL_TABLE_QHOLD,   /* file id -> the queries that still need it */
+	SL_TABLE_QLOG,    /* a query's batch records and rendered checkpoint (engine.c) */
 	SL_TABLE_COUNT,
 };
 

@@ -131,6 +131,10 @@ int sl_land_list(struct sl_land *l, uint64_t dir,
 
 void sl_land_counters(struct sl_land *l, struct sl_land_counters *out);
 
+/* The catalog and blobs behind l, for the engine (borrowed until close). */
+struct sl_catalog *sl_land_catalog(struct sl_land *l);
+struct sl_blobs *sl_land_blobs(struct sl_land *l);
+
 /*
  * Files in flight in the mount running on datadir, read from the shared page
  * of its lock file (0 when none runs). For `sluice status`.

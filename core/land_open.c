@@ -536,3 +536,13 @@ int sl_land_shared_in_flight(const char *datadir, uint64_t *out)
 	close(fd);
 	return 0;
 }
+
+struct sl_catalog *sl_land_catalog(struct sl_land *l)
+{
+	return l->cat;
+}
+
+struct sl_blobs *sl_land_blobs(struct sl_land *l)
+{
+	return l->blobs;
+}

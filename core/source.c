@@ -82,7 +82,7 @@ static uint32_t get_be32(const unsigned char *p)
 }
 
 /* The in/-relative path of landed file i; ENOENT when it is not under in/. */
-static int relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len)
+int sl_sources_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len)
 {
 	char tmp[4096];
 	size_t pos = sizeof(tmp) - 1, n;
@@ -144,7 +144,7 @@ int sl_sources_landed(struct sl_sources *s, struct sl_txn *t, const struct sl_in
 
 	if (!s || s->n == 0)
 		return 0;
-	rc = relpath(t, i, path, sizeof(path));
+	rc = sl_sources_relpath(t, i, path, sizeof(path));
 	if (rc == ENOENT)
 		return 0; /* archive/ is read by no query */
 	if (rc)
@@ -154,6 +154,34 @@ int sl_sources_landed(struct sl_sources *s, struct sl_txn *t, const struct sl_in
 		    (rc = index_file(t, s->q[k].qid, i)))
 			return rc;
 	return 0;
+}
+
+int sl_sources_release(struct sl_txn *t, uint32_t qid, uint64_t id)
+{
+	unsigned char hk[12];
+	put_be64(hk, id);
+	put_be32(hk + 8, qid);
+	return sl_cat_del(t, SL_TABLE_QHOLD, hk, 12);
+}
+
+int sl_sources_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id,
+		       uint64_t size, bool release)
+{
+	unsigned char ik[12];
+	char key[48];
+	int rc;
+
+	put_be32(ik, qid);
+	put_be64(ik + 4, seq);
+	if ((rc = sl_cat_del(t, SL_TABLE_QINDEX, ik, 12)))
+		return rc;
+	qkey(key, sizeof(key), qid, "files");
+	if ((rc = sl_cat_meta_add(t, key, -1)))
+		return rc;
+	qkey(key, sizeof(key), qid, "bytes");
+	if ((rc = sl_cat_meta_add(t, key, -(int64_t)size)))
+		return rc;
+	return release ? sl_sources_release(t, qid, id) : 0;
 }
 
 struct holders {
@@ -216,7 +244,7 @@ bool sl_sources_held(struct sl_txn *t, uint64_t id)
 	return sl_cat_each(t, SL_TABLE_QHOLD, hk, 8, any_entry, NULL) == 1;
 }
 
-static int query_id(struct sl_txn *t, const char *name, uint32_t *qid)
+int sl_sources_qid(struct sl_txn *t, const char *name, uint32_t *qid)
 {
 	const void *v;
 	size_t len;
@@ -233,7 +261,7 @@ int sl_sources_backlog(struct sl_txn *t, const char *name, struct sl_backlog *ou
 {
 	char key[48];
 	uint32_t qid;
-	int rc = query_id(t, name, &qid);
+	int rc = sl_sources_qid(t, name, &qid);
 
 	if (rc)
 		return rc;
@@ -259,7 +287,7 @@ static int build_one(void *ctx, uint64_t seq, uint64_t id)
 	(void)seq;
 	if ((rc = sl_cat_inode_get(b->t, id, &i)))
 		return rc == SL_NOTFOUND ? 0 : rc;
-	rc = relpath(b->t, &i, path, sizeof(path));
+	rc = sl_sources_relpath(b->t, &i, path, sizeof(path));
 	if (rc == ENOENT)
 		return 0;
 	if (rc)
@@ -278,7 +306,7 @@ static int assign_apply(struct sl_txn *t, void *arg)
 	for (size_t k = 0; k < s->n; k++) {
 		struct query *q = &s->q[k];
 		const char *name = q->cfg->name;
-		rc = query_id(t, name, &q->qid);
+		rc = sl_sources_qid(t, name, &q->qid);
 		if (rc == 0)
 			continue;
 		if (rc != SL_NOTFOUND)

@@ -7,6 +7,8 @@
 #define SLUICE_CORE_SOURCE_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 
@@ -54,6 +56,19 @@ bool sl_sources_held(struct sl_txn *t, uint64_t id);
 struct sl_backlog {
 	uint64_t files, bytes; /* landed, matched, not yet planned */
 };
+/*
+ * Planning took file id (at seq) out of query qid's index: backlog counters
+ * follow. With release, the query stops holding it too (a skipped file).
+ */
+int sl_sources_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id,
+		       uint64_t size, bool release);
+/* The query's batch that read file id committed: it stops holding it. */
+int sl_sources_release(struct sl_txn *t, uint32_t qid, uint64_t id);
+
+/* The id of the query called name; SL_NOTFOUND before its first start. */
+int sl_sources_qid(struct sl_txn *t, const char *name, uint32_t *qid);
+/* The in/-relative path of landed file i into buf; ENOENT when not under in/. */
+int sl_sources_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len);
 /* The backlog of the query called name; SL_NOTFOUND before its first start. */
 int sl_sources_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out);
 

@@ -28,6 +28,7 @@
 #include "json.h"
 #include "land.h"
 #include "log.h"
+#include "view.h"
 
 #define LONG_TIMEOUT 86400.0  /* landed files and folders: immutable or ours */
 #define SHORT_TIMEOUT 1.0     /* in-flight entries: a poisoned name may vanish */
@@ -100,7 +101,7 @@ static int fs_errno(int rc)
 /* Fixed folders outside the catalog (in/, out/ and archive/ live in it). */
 static bool is_virtual_dir(fuse_ino_t ino)
 {
-	return ino == SL_ID_ROOT || ino == SL_ID_CHECKPOINT || ino == SL_ID_STATUS;
+	return ino == SL_ID_ROOT || ino == SL_ID_STATUS;
 }
 
 static bool is_catalog_root(fuse_ino_t ino)
@@ -165,6 +166,8 @@ static int virtual_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 
 static int get_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 {
+	if (sl_view_owns(ino))
+		return fs_errno(sl_view_getattr(fs->land, ino, a));
 	if (ino < SL_ID_FIRST && !is_catalog_root(ino))
 		return virtual_attr(fs, ino, a);
 	return fs_errno(sl_land_getattr(fs->land, ino, a));
@@ -276,8 +279,8 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (parent == SL_ID_STATUS) {
 		if (!strcmp(name, "landing.json"))
 			rc = virtual_attr(fs, SL_ID_LANDING_JSON, &a);
-	} else if (parent == SL_ID_CHECKPOINT) {
-		rc = ENOENT;
+	} else if (sl_view_owns(parent)) {
+		rc = fs_errno(sl_view_lookup(fs->land, parent, name, &a));
 	} else {
 		rc = fs_errno(sl_land_lookup(fs->land, parent, name, &a));
 		if (rc == ENOENT && root_of(fs, parent) == SL_ID_IN) {
@@ -512,6 +515,11 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (ino == SL_ID_LANDING_JSON) {
 		rc = wr || (fi->flags & O_TRUNC) ? EROFS : render_landing(fs, &f->r);
 		fi->direct_io = 1;
+	} else if (sl_view_owns(ino)) {
+		rc = wr || (fi->flags & O_TRUNC)
+			     ? EROFS
+			     : fs_errno(sl_view_read(fs->land, ino, &f->r.data, &f->r.len));
+		fi->direct_io = 1;
 	} else {
 		uint64_t root = root_of(fs, ino);
 		if (root != SL_ID_IN && (wr || (fi->flags & O_TRUNC)))
@@ -724,6 +732,8 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		rc = virtual_attr(fs, SL_ID_LANDING_JSON, &k);
 		if (rc == 0)
 			rc = snap_add(d, "landing.json", &k);
+	} else if (rc == 0 && sl_view_owns(ino)) {
+		rc = fs_errno(sl_view_list(fs->land, ino, snap_add, d));
 	} else if (rc == 0 && !is_virtual_dir(ino)) {
 		rc = fs_errno(sl_land_list(fs->land, ino, snap_add, d));
 	}

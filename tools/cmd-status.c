@@ -9,6 +9,7 @@
 #include "catalog.h"
 #include "datadir.h"
 #include "err.h"
+#include "engine.h"
 #include "json.h"
 #include "land.h"
 #include "source.h"
@@ -42,14 +43,22 @@ static int print_refused(void *ctx, const char *key, uint64_t val)
 /* "<name> batch=<id or -> rows=<n> backlog=<files>/<bytes> watermark=<ISO or -> error=<..>" */
 static int print_query(struct sl_txn *t, const char *name)
 {
+	struct sl_engine_status es = {0};
 	struct sl_backlog b = {0};
+	uint32_t qid;
+	char batch[24] = "-";
 	int rc = t ? sl_sources_backlog(t, name, &b) : SL_NOTFOUND;
 
 	if (rc && rc != SL_NOTFOUND)
 		return rc;
-	/* no batch has run yet: the engine is not there */
-	printf("%s batch=- rows=0 backlog=%" PRIu64 "/%" PRIu64 " watermark=- error=-\n", name,
-	       b.files, b.bytes);
+	if (rc == 0 && (rc = sl_sources_qid(t, name, &qid)) == 0 &&
+	    (rc = sl_engine_status(t, qid, &es)))
+		return rc;
+	if (es.has_batch)
+		snprintf(batch, sizeof(batch), "%" PRIu64, es.batch);
+	printf("%s batch=%s rows=%" PRIu64 " backlog=%" PRIu64 "/%" PRIu64
+	       " watermark=- error=%s\n",
+	       name, batch, es.rows, b.files, b.bytes, es.error[0] ? es.error : "-");
 	return 0;
 }
 

@@ -1,0 +1,858 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's batch protocol for one query at a time: plan and log
+ * offsets, read and decode, format and write the parts, commit.
+ *
+ * qlog table (integers big-endian in keys, host order in values):
+ *   key: qid u32 | kind u8 | n u64
+ *   'b' batch N's record:  K u64 | batchTimestampMs i64 | count u64 | ids u64...
+ *   'o' offsets/N, 'c' commits/N, 's' sources/0/K, 'm' metadata (n 0): the
+ *       rendered text, as Spark writes it (no trailing newline)
+ * meta: "q.<qid>.next" next batch id, "q.<qid>.k" source log entries so far,
+ * "q.<qid>.maxts" newest age clock planned (us), "q.<qid>.outdir" out/<query>.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "blob.h"
+#include "catalog.h"
+#include "codec.h"
+#include "config.h"
+#include "decode.h"
+#include "engine.h"
+#include "err.h"
+#include "fault.h"
+#include "land.h"
+#include "log.h"
+#include "sink.h"
+#include "source.h"
+
+#define ZST_LIMIT (4ull << 30) /* a compressed input may expand to 4 GiB */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void put_be32(unsigned char *p, uint32_t v)
+{
+	for (int i = 3; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static void put_be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static uint64_t get_be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void log_key(unsigned char k[13], uint32_t qid, char kind, uint64_t n)
+{
+	put_be32(k, qid);
+	k[4] = (unsigned char)kind;
+	put_be64(k + 5, n);
+}
+
+static void qkey(char *buf, size_t len, uint32_t qid, const char *what)
+{
+	snprintf(buf, len, "q.%u.%s", qid, what);
+}
+
+static int log_put(struct sl_txn *t, uint32_t qid, char kind, uint64_t n, const void *v,
+		   size_t len)
+{
+	unsigned char k[13];
+	log_key(k, qid, kind, n);
+	return sl_cat_put(t, SL_TABLE_QLOG, k, sizeof(k), v, len);
+}
+
+int sl_engine_checkpoint_get(struct sl_txn *t, uint32_t qid, char kind, uint64_t n,
+			     const void **data, size_t *len)
+{
+	unsigned char k[13];
+	log_key(k, qid, kind, n);
+	return sl_cat_get(t, SL_TABLE_QLOG, k, sizeof(k), data, len);
+}
+
+/* A growing text buffer; on ENOMEM it stays as it was and err is set. */
+struct text {
+	char *s;
+	size_t len, cap;
+	int err;
+};
+
+static void text_add(struct text *b, const char *s, size_t n)
+{
+	if (b->err)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *p = realloc(b->s, cap);
+		if (!p) {
+			b->err = ENOMEM;
+			return;
+		}
+		b->s = p;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = 0;
+}
+
+static void text_fmt(struct text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void text_fmt(struct text *b, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		text_add(b, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+/* A JSON string literal of s (RFC 8259 escapes). */
+static void text_json_string(struct text *b, const char *s)
+{
+	text_add(b, "\"", 1);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\') {
+			char e[2] = {'\\', (char)*p};
+			text_add(b, e, 2);
+		} else if (*p < 0x20) {
+			text_fmt(b, "\\u%04X", *p);
+		} else {
+			text_add(b, (const char *)p, 1);
+		}
+	}
+	text_add(b, "\"", 1);
+}
+
+/* ---- 1. plan ---- */
+
+struct planned {
+	uint64_t id, seq, size;
+	int64_t landed_ms;  /* the file's landing time, for sources/0/K */
+	int64_t clock_us;   /* its age clock (landing time or mtime) */
+	char path[4096];    /* in/-relative */
+};
+
+struct plan {
+	const struct sl_query_config *q;
+	uint32_t qid;
+	uint64_t seq_limit;      /* availableNow: what landed at start */
+	int64_t ts_ms;           /* batchTimestampMs of a new batch */
+	char uuid[40];           /* metadata id, for a query's first batch */
+	/* out, reset by each run of the apply */
+	uint64_t batch, k;
+	bool recovered;          /* batch N had offsets and no commit */
+	struct planned *files;
+	size_t n, cap;
+	uint64_t skipped;        /* skippedByMaxFileAge */
+	/* scratch for the index walk */
+	struct planned *skip;
+	size_t nskip, capskip;
+	uint64_t total_bytes, maxts;
+	struct sl_txn *t;
+	int rc;
+};
+
+static struct planned *push(struct planned **v, size_t *n, size_t *cap)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		struct planned *p = realloc(*v, c * sizeof(*p));
+		if (!p)
+			return NULL;
+		*v = p;
+		*cap = c;
+	}
+	return &(*v)[(*n)++];
+}
+
+static int fill(struct sl_txn *t, struct planned *f, uint64_t id, uint64_t seq,
+		const struct sl_query_config *q)
+{
+	struct sl_inode i;
+	int rc = sl_cat_inode_get(t, id, &i);
+	if (rc)
+		return rc;
+	f->id = id;
+	f->seq = seq;
+	f->size = i.size;
+	f->landed_ms = i.landed_ns / 1000000;
+	f->clock_us = (q->source.file_age_by == SL_AGE_MTIME ? i.mtime_ns : i.landed_ns) / 1000;
+	return sl_sources_relpath(t, &i, f->path, sizeof(f->path));
+}
+
+static int plan_each(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	struct plan *p = ctx;
+	const struct sl_source_config *src = &p->q->source;
+	struct planned tmp;
+	uint64_t seq, id;
+
+	if (klen != 12 || vlen != 8)
+		return SL_ECORRUPT;
+	seq = get_be64((const unsigned char *)key + 4);
+	memcpy(&id, val, 8);
+	if (seq > p->seq_limit)
+		return 1;
+	if (src->max_files && p->n >= (uint64_t)src->max_files)
+		return 1;
+	if ((p->rc = fill(p->t, &tmp, id, seq, p->q)))
+		return p->rc == SL_NOTFOUND ? SL_ECORRUPT : p->rc;
+	/*
+	 * Spark's rule: older than the newest file planned so far minus
+	 * maxFileAge is skipped (the first batch takes all).
+	 */
+	if (p->maxts && tmp.clock_us < (int64_t)p->maxts - src->max_file_age_us &&
+	    !(src->latest_first && (src->max_files || src->max_bytes))) {
+		struct planned *s = push(&p->skip, &p->nskip, &p->capskip);
+		if (!s)
+			return ENOMEM;
+		*s = tmp;
+		return 0;
+	}
+	if (src->max_bytes && p->n > 0 && p->total_bytes + tmp.size > (uint64_t)src->max_bytes)
+		return 1;
+	struct planned *f = push(&p->files, &p->n, &p->cap);
+	if (!f)
+		return ENOMEM;
+	*f = tmp;
+	p->total_bytes += tmp.size;
+	return 0;
+}
+
+/* Batch N's files from its record (recovery). */
+static int load_record(struct sl_txn *t, struct plan *p, const unsigned char *v, size_t len)
+{
+	uint64_t count;
+	int rc;
+
+	if (len < 24)
+		return SL_ECORRUPT;
+	memcpy(&p->k, v, 8);
+	memcpy(&p->ts_ms, v + 8, 8);
+	memcpy(&count, v + 16, 8);
+	if (len != 24 + count * 8)
+		return SL_ECORRUPT;
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t id;
+		memcpy(&id, v + 24 + i * 8, 8);
+		struct planned *f = push(&p->files, &p->n, &p->cap);
+		if (!f)
+			return ENOMEM;
+		if ((rc = fill(t, f, id, 0, p->q)))
+			return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
+	}
+	p->recovered = true;
+	return 0;
+}
+
+static int plan_apply(struct sl_txn *t, void *arg)
+{
+	struct plan *p = arg;
+	unsigned char prefix[4];
+	const void *v;
+	size_t vlen;
+	char key[48];
+	int rc;
+
+	p->n = p->nskip = 0;
+	p->skipped = p->total_bytes = 0;
+	p->recovered = false;
+	p->t = t;
+	qkey(key, sizeof(key), p->qid, "next");
+	if ((rc = sl_cat_meta_get(t, key, &p->batch)))
+		return rc;
+	rc = sl_engine_checkpoint_get(t, p->qid, 'b', p->batch, &v, &vlen);
+	if (rc == 0)
+		return load_record(t, p, v, vlen);
+	if (rc != SL_NOTFOUND)
+		return rc;
+
+	qkey(key, sizeof(key), p->qid, "maxts");
+	if ((rc = sl_cat_meta_get(t, key, &p->maxts)))
+		return rc;
+	put_be32(prefix, p->qid);
+	rc = sl_cat_each(t, SL_TABLE_QINDEX, prefix, 4, plan_each, p);
+	if (rc < 0 || rc > 1)
+		return rc;
+	for (size_t i = 0; i < p->nskip; i++)
+		if ((rc = sl_sources_unindex(t, p->qid, p->skip[i].seq, p->skip[i].id,
+					     p->skip[i].size, true)))
+			return rc;
+	p->skipped = p->nskip;
+	if (p->n == 0)
+		return 0;
+
+	/* offsets/N is durable before batch N reads a byte */
+	uint64_t maxts = p->maxts;
+	unsigned char *rec = malloc(24 + p->n * 8);
+	if (!rec)
+		return ENOMEM;
+	qkey(key, sizeof(key), p->qid, "k");
+	if ((rc = sl_cat_meta_get(t, key, &p->k)) || (rc = sl_cat_meta_put(t, key, p->k + 1))) {
+		free(rec);
+		return rc;
+	}
+	memcpy(rec, &p->k, 8);
+	memcpy(rec + 8, &p->ts_ms, 8);
+	uint64_t count = p->n;
+	memcpy(rec + 16, &count, 8);
+	struct text off = {0}, src = {0};
+	text_fmt(&off, "v1\n{\"batchWatermarkMs\":0,\"batchTimestampMs\":%" PRId64
+		       ",\"conf\":{}}\n{\"logOffset\":%" PRIu64 "}",
+		 p->ts_ms, p->k);
+	text_add(&src, "v1", 2);
+	for (size_t i = 0; i < p->n; i++) {
+		struct planned *f = &p->files[i];
+		memcpy(rec + 24 + i * 8, &f->id, 8);
+		text_add(&src, "\n{\"path\":", 9);
+		char full[4200];
+		snprintf(full, sizeof(full), "in/%s", f->path);
+		text_json_string(&src, full);
+		text_fmt(&src, ",\"timestamp\":%" PRId64 ",\"batchId\":%" PRIu64 "}", f->landed_ms,
+			 p->k);
+		if (f->clock_us > 0 && (uint64_t)f->clock_us > maxts)
+			maxts = (uint64_t)f->clock_us;
+		if ((rc = sl_sources_unindex(t, p->qid, f->seq, f->id, f->size, false)))
+			break;
+	}
+	rc = rc ? rc : off.err ? off.err : src.err;
+	if (rc == 0)
+		rc = log_put(t, p->qid, 'b', p->batch, rec, 24 + p->n * 8);
+	if (rc == 0)
+		rc = log_put(t, p->qid, 'o', p->batch, off.s, off.len);
+	if (rc == 0)
+		rc = log_put(t, p->qid, 's', p->k, src.s, src.len);
+	if (rc == 0 && p->batch == 0) {
+		char meta[64];
+		int n = snprintf(meta, sizeof(meta), "{\"id\":\"%s\"}", p->uuid);
+		rc = log_put(t, p->qid, 'm', 0, meta, (size_t)n);
+	}
+	if (rc == 0) {
+		qkey(key, sizeof(key), p->qid, "maxts");
+		rc = sl_cat_meta_put(t, key, maxts);
+	}
+	free(rec);
+	free(off.s);
+	free(src.s);
+	return rc;
+}
+
+static void make_uuid(char out[40])
+{
+	unsigned char r[16] = {0};
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, r, sizeof(r)) != (ssize_t)sizeof(r))
+			memset(r, 0, sizeof(r));
+		close(fd);
+	}
+	r[6] = (r[6] & 0x0f) | 0x40; /* version 4 */
+	r[8] = (r[8] & 0x3f) | 0x80; /* RFC 4122 variant */
+	snprintf(out, 40,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0],
+		 r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13],
+		 r[14], r[15]);
+}
+
+/* ---- 2. read, decode, format ---- */
+
+static int read_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len)
+{
+	struct sl_txn *t;
+	struct sl_inode i;
+	int rc;
+
+	if ((rc = sl_catalog_read(sl_land_catalog(l), &t)))
+		return rc;
+	rc = sl_cat_inode_get(t, id, &i);
+	if (rc == 0 && i.storage == SL_STORE_INLINE) {
+		const void *d;
+		size_t n;
+		rc = sl_cat_data_get(t, id, &d, &n);
+		if (rc == 0 && !(*data = malloc(n ? n : 1)))
+			rc = ENOMEM;
+		if (rc == 0) {
+			memcpy(*data, d, n);
+			*len = n;
+		}
+		sl_txn_end(t);
+		return rc;
+	}
+	sl_txn_end(t);
+	if (rc)
+		return rc;
+	int fd;
+	if ((rc = sl_blob_open(sl_land_blobs(l), id, O_RDONLY, &fd)))
+		return rc;
+	char *buf = malloc(i.size ? i.size : 1);
+	size_t got = 0;
+	if (!buf)
+		rc = ENOMEM;
+	while (rc == 0 && got < i.size) {
+		ssize_t r = pread(fd, buf + got, i.size - got, (off_t)got);
+		if (r < 0)
+			rc = errno;
+		else if (r == 0)
+			rc = SL_ECORRUPT; /* shorter than its record */
+		else
+			got += (size_t)r;
+	}
+	close(fd);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*data = buf;
+	*len = i.size;
+	return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* Decodes every planned file into b; FAILFAST stops at the first bad line. */
+static int decode_all(struct sl_land *l, const struct plan *p, struct sl_decoder *dec,
+		      struct sl_batch *b, struct sl_decode_stats *st, struct sl_engine_report *r)
+{
+	struct sl_decode_error derr;
+	int rc = 0;
+
+	for (size_t i = 0; i < p->n && rc == 0; i++) {
+		const struct planned *f = &p->files[i];
+		char *data = NULL;
+		size_t len = 0;
+
+		if ((rc = read_bytes(l, f->id, &data, &len))) {
+			snprintf(r->error, sizeof(r->error), "cannot read 'in/%.300s': %s", f->path,
+				 sl_strerror(rc));
+			break;
+		}
+		if (ends_with(f->path, ".zst")) {
+			void *plain;
+			size_t plen;
+			rc = sl_codec_decompress(data, len, ZST_LIMIT, &plain, &plen);
+			free(data);
+			if (rc) {
+				snprintf(r->error, sizeof(r->error), "cannot decompress 'in/%.300s': %s",
+					 f->path, sl_strerror(rc));
+				break;
+			}
+			data = plain;
+			len = plen;
+		}
+		memset(&derr, 0, sizeof(derr));
+		rc = sl_decode_file(dec, f->path, data, len, b, st, &derr);
+		free(data);
+		if (rc == SL_EMALFORMED)
+			snprintf(r->error, sizeof(r->error), "'in/%.300s' line %" PRIu64 ": %s", f->path,
+				 derr.line, derr.reason);
+		else if (rc)
+			snprintf(r->error, sizeof(r->error), "cannot decode 'in/%.300s': %s", f->path,
+				 sl_strerror(rc));
+	}
+	return rc;
+}
+
+/* ---- 3. commit ---- */
+
+struct out_part {
+	char dir[4096];       /* "" or "k=v/k2=v2" */
+	char name[64];        /* part-NNNNN-NNNNN.ext */
+	uint64_t id;          /* the part's id */
+	uint64_t dir_ids[32]; /* ids for folders to create, one per dir component */
+	size_t ndirs;
+	const void *data;     /* inline bytes (<= SL_INLINE_MAX), or NULL for a blob */
+	size_t len;
+};
+
+struct commit {
+	uint64_t rows;        /* the batch's input rows, for `sluice status` */
+	const struct sl_query_config *q;
+	const struct plan *p;
+	struct out_part *parts;
+	size_t nparts;
+	uint64_t outdir_id;   /* for out/<query> when it does not exist yet */
+	int64_t now;
+};
+
+static int ensure_dir(struct sl_txn *t, uint64_t parent, const char *name, uint64_t new_id,
+		      int64_t now, uint64_t *id)
+{
+	struct sl_inode d;
+	int rc = sl_cat_dirent_get(t, parent, name, id);
+
+	if (rc != SL_NOTFOUND)
+		return rc;
+	memset(&d, 0, sizeof(d));
+	d.id = new_id;
+	d.parent = parent;
+	d.kind = SL_KIND_DIR;
+	d.mode = S_IFDIR | 0555;
+	d.mtime_ns = d.ctime_ns = now;
+	snprintf(d.name, sizeof(d.name), "%s", name);
+	if ((rc = sl_cat_inode_put(t, &d)) || (rc = sl_cat_dirent_put(t, parent, name, new_id)))
+		return rc;
+	*id = new_id;
+	return 0;
+}
+
+static int commit_apply(struct sl_txn *t, void *arg)
+{
+	struct commit *c = arg;
+	const struct plan *p = c->p;
+	char key[48];
+	uint64_t outdir;
+	int rc;
+
+	if ((rc = ensure_dir(t, SL_ID_OUT, c->q->name, c->outdir_id, c->now, &outdir)))
+		return rc;
+	for (size_t i = 0; i < c->nparts; i++) {
+		struct out_part *op = &c->parts[i];
+		uint64_t parent = outdir;
+		char dir[4096], *save = NULL;
+		size_t k = 0;
+
+		snprintf(dir, sizeof(dir), "%s", op->dir);
+		for (char *comp = strtok_r(dir, "/", &save); comp; comp = strtok_r(NULL, "/", &save))
+			if ((rc = ensure_dir(t, parent, comp, op->dir_ids[k++], c->now, &parent)))
+				return rc;
+		struct sl_inode f = {.id = op->id, .parent = parent, .kind = SL_KIND_FILE,
+				     .state = SL_STATE_LANDED, .mode = S_IFREG | 0444,
+				     .size = op->len, .mtime_ns = c->now, .ctime_ns = c->now,
+				     .landed_ns = c->now};
+		f.storage = op->data ? SL_STORE_INLINE : SL_STORE_BLOB;
+		snprintf(f.name, sizeof(f.name), "%s", op->name);
+		if ((rc = sl_cat_inode_put(t, &f)) ||
+		    (rc = sl_cat_dirent_put(t, parent, f.name, f.id)))
+			return rc;
+		if (op->data && (rc = sl_cat_data_put(t, f.id, op->data, op->len)))
+			return rc;
+	}
+	for (size_t i = 0; i < p->n; i++)
+		if ((rc = sl_sources_release(t, p->qid, p->files[i].id)))
+			return rc;
+	static const char commit_text[] = "v1\n{\"nextBatchWatermarkMs\":0}";
+	if ((rc = log_put(t, p->qid, 'c', p->batch, commit_text, sizeof(commit_text) - 1)))
+		return rc;
+	qkey(key, sizeof(key), p->qid, "rows");
+	if ((rc = sl_cat_meta_put(t, key, c->rows)))
+		return rc;
+	unsigned char ek[13];
+	log_key(ek, p->qid, 'e', 0); /* a committed batch clears the last error */
+	if ((rc = sl_cat_del(t, SL_TABLE_QLOG, ek, sizeof(ek))))
+		return rc;
+	qkey(key, sizeof(key), p->qid, "next");
+	return sl_cat_meta_put(t, key, p->batch + 1);
+}
+
+struct error_rec {
+	uint32_t qid;
+	const char *text;
+};
+
+static int error_apply(struct sl_txn *t, void *arg)
+{
+	struct error_rec *e = arg;
+	return log_put(t, e->qid, 'e', 0, e->text, strlen(e->text));
+}
+
+/* Writes the large parts to new blobs, durable, and readies the commit. */
+static int stage_parts(struct sl_land *l, const struct sl_query_config *q, uint64_t batch,
+		       const struct sl_part *parts, size_t nparts, struct out_part *out)
+{
+	struct sl_catalog *cat = sl_land_catalog(l);
+	int rc = 0;
+
+	for (size_t i = 0; i < nparts && rc == 0; i++) {
+		struct out_part *op = &out[i];
+		snprintf(op->dir, sizeof(op->dir), "%s", parts[i].dir);
+		if ((rc = sl_sink_part_name(op->name, sizeof(op->name), q, batch, (uint32_t)i)))
+			break;
+		op->ndirs = 0;
+		for (const char *s = parts[i].dir; *s; s++)
+			op->ndirs += *s == '/';
+		op->ndirs += parts[i].dir[0] != 0;
+		if (op->ndirs > 32)
+			return ENAMETOOLONG;
+		for (size_t k = 0; k < op->ndirs && rc == 0; k++)
+			rc = sl_catalog_next_id(cat, &op->dir_ids[k]);
+		if (rc == 0)
+			rc = sl_catalog_next_id(cat, &op->id);
+		op->len = parts[i].len;
+		op->data = NULL;
+		if (rc)
+			break;
+		if (parts[i].len <= SL_INLINE_MAX) {
+			op->data = parts[i].data;
+			continue;
+		}
+		int fd;
+		if ((rc = sl_blob_create(sl_land_blobs(l), op->id, &fd)))
+			break;
+		for (size_t done = 0; rc == 0 && done < parts[i].len;) {
+			ssize_t w = pwrite(fd, (const char *)parts[i].data + done, parts[i].len - done,
+					   (off_t)done);
+			if (w < 0)
+				rc = errno;
+			else
+				done += (size_t)w;
+		}
+		SL_FAULT("engine.before_part_fsync");
+		if (rc == 0 && fsync(fd))
+			rc = errno;
+		close(fd);
+		if (rc == 0)
+			rc = sl_blob_sync_name(sl_land_blobs(l), op->id);
+	}
+	return rc;
+}
+
+static void unstage(struct sl_land *l, const struct out_part *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!out[i].data && out[i].id)
+			sl_blob_unlink(sl_land_blobs(l), out[i].id);
+}
+
+/* ---- one query ---- */
+
+/* Runs one batch: 1 when there was nothing to do, 0 when committed, or an error. */
+static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
+		     struct sl_batch *b, struct sl_decode_stats *st, struct sl_engine_report *r)
+{
+	struct sl_catalog *cat = sl_land_catalog(l);
+	struct sl_part *parts = NULL;
+	struct out_part *out = NULL;
+	size_t nparts = 0;
+	int rc;
+
+	p->ts_ms = now_ns() / 1000000;
+	if ((rc = sl_catalog_write(cat, plan_apply, p))) {
+		snprintf(r->error, sizeof(r->error), "cannot plan a batch: %s", sl_strerror(rc));
+		return rc;
+	}
+	if (p->n == 0)
+		return 1;
+	SL_FAULT("engine.after_offsets");
+	sl_batch_clear(b);
+	sl_decode_stats_reset(st);
+	if ((rc = decode_all(l, p, dec, b, st, r)))
+		return rc;
+	if ((rc = sl_sink_format(p->q, b, &parts, &nparts))) {
+		snprintf(r->error, sizeof(r->error), "cannot format batch %" PRIu64 ": %s", p->batch,
+			 sl_strerror(rc));
+		return rc;
+	}
+	out = calloc(nparts ? nparts : 1, sizeof(*out));
+	if (!out)
+		rc = ENOMEM;
+	if (rc == 0)
+		rc = stage_parts(l, p->q, p->batch, parts, nparts, out);
+	if (rc == 0) {
+		struct commit c = {.q = p->q, .p = p, .parts = out, .nparts = nparts,
+				   .now = now_ns(), .rows = st->lines};
+		rc = sl_catalog_next_id(cat, &c.outdir_id);
+		SL_FAULT("engine.before_commit");
+		if (rc == 0)
+			rc = sl_catalog_write(cat, commit_apply, &c);
+		SL_FAULT("engine.after_commit");
+	}
+	if (rc) {
+		snprintf(r->error, sizeof(r->error), "cannot commit batch %" PRIu64 ": %s", p->batch,
+			 sl_strerror(rc));
+		if (out)
+			unstage(l, out, nparts);
+	} else {
+		r->batches++;
+		r->rows += st->lines;
+		r->malformed += st->malformed;
+	}
+	free(out);
+	sl_sink_parts_free(parts, nparts);
+	return rc;
+}
+
+static int run_query(struct sl_land *l, const struct sl_query_config *q, uint64_t seq_limit,
+		     struct sl_engine_report *r)
+{
+	struct sl_catalog *cat = sl_land_catalog(l);
+	struct plan p = {.q = q, .seq_limit = seq_limit};
+	struct sl_decoder *dec = NULL;
+	struct sl_decode_stats st;
+	struct sl_batch b;
+	struct sl_txn *t;
+	int rc;
+
+	if (sl_config_is_stateful(q) || q->has_watermark) {
+		snprintf(r->error, sizeof(r->error),
+			 "queries.%s: watermark, dropDuplicates and groupBy are not supported yet",
+			 q->name);
+		return ENOTSUP;
+	}
+	if ((rc = sl_catalog_read(cat, &t)))
+		return rc;
+	rc = sl_sources_qid(t, q->name, &p.qid);
+	sl_txn_end(t);
+	if (rc)
+		return rc;
+	make_uuid(p.uuid);
+	if ((rc = sl_decoder_new(q, &dec)))
+		return rc;
+	if ((rc = sl_batch_init(&b, &q->source.schema)))
+		goto free_dec;
+	if ((rc = sl_decode_stats_init(&st, q->source.schema.n)))
+		goto release_batch;
+	while ((rc = run_batch(l, &p, dec, &b, &st, r)) == 0)
+		;
+	if (rc == 1)
+		rc = 0;
+	if (rc) {
+		/* lastError: kept until a batch of this query commits */
+		struct error_rec e = {.qid = p.qid, .text = r->error};
+		sl_catalog_write(cat, error_apply, &e);
+	}
+	sl_decode_stats_release(&st);
+release_batch:
+	sl_batch_release(&b);
+free_dec:
+	sl_decoder_free(dec);
+	free(p.files);
+	free(p.skip);
+	return rc;
+}
+
+int sl_engine_run_available_now(struct sl_land *l, const struct sl_config *cfg,
+				sl_engine_report_fn fn, void *ctx)
+{
+	struct sl_txn *t;
+	uint64_t seq_limit;
+	int rc, first = 0;
+
+	/* everything landed at start: the landing sequence now */
+	if ((rc = sl_catalog_read(sl_land_catalog(l), &t)))
+		return rc;
+	rc = sl_cat_meta_get(t, "seq", &seq_limit);
+	sl_txn_end(t);
+	if (rc)
+		return rc;
+	for (size_t k = 0; k < sl_config_nqueries(cfg); k++) {
+		const struct sl_query_config *q = sl_config_query(cfg, k);
+		struct sl_engine_report r = {.query = q->name};
+		r.rc = run_query(l, q, seq_limit, &r);
+		if (r.rc && !r.error[0])
+			snprintf(r.error, sizeof(r.error), "%s", sl_strerror(r.rc));
+		if (r.rc && !first)
+			first = r.rc;
+		if (fn)
+			fn(&r, ctx);
+	}
+	return first;
+}
+
+struct each_query {
+	int (*fn)(void *ctx, const char *name, uint32_t qid);
+	void *ctx;
+};
+
+static int each_query_cb(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	struct each_query *e = ctx;
+	char name[SL_CONFIG_NAME_MAX + 1];
+	const unsigned char *v = val;
+
+	if (vlen != 4 || klen == 0 || klen > SL_CONFIG_NAME_MAX)
+		return SL_ECORRUPT;
+	memcpy(name, key, klen);
+	name[klen] = 0;
+	return e->fn(e->ctx, name, (uint32_t)v[0] << 24 | (uint32_t)v[1] << 16 |
+					   (uint32_t)v[2] << 8 | v[3]);
+}
+
+int sl_engine_queries(struct sl_txn *t, int (*fn)(void *ctx, const char *name, uint32_t qid),
+		      void *ctx)
+{
+	struct each_query e = {.fn = fn, .ctx = ctx};
+	return sl_cat_each(t, SL_TABLE_QUERIES, NULL, 0, each_query_cb, &e);
+}
+
+struct each_entry {
+	int (*fn)(void *ctx, uint64_t n, size_t len);
+	void *ctx;
+};
+
+static int each_entry_cb(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	struct each_entry *e = ctx;
+	(void)val;
+	if (klen != 13)
+		return SL_ECORRUPT;
+	return e->fn(e->ctx, get_be64((const unsigned char *)key + 5), vlen);
+}
+
+int sl_engine_checkpoint_each(struct sl_txn *t, uint32_t qid, char kind,
+			      int (*fn)(void *ctx, uint64_t n, size_t len), void *ctx)
+{
+	struct each_entry e = {.fn = fn, .ctx = ctx};
+	unsigned char prefix[5];
+	put_be32(prefix, qid);
+	prefix[4] = (unsigned char)kind;
+	return sl_cat_each(t, SL_TABLE_QLOG, prefix, 5, each_entry_cb, &e);
+}
+
+int sl_engine_status(struct sl_txn *t, uint32_t qid, struct sl_engine_status *out)
+{
+	char key[48];
+	uint64_t next;
+	const void *e;
+	size_t len;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	qkey(key, sizeof(key), qid, "next");
+	if ((rc = sl_cat_meta_get(t, key, &next)))
+		return rc;
+	out->has_batch = next > 0;
+	out->batch = next ? next - 1 : 0;
+	qkey(key, sizeof(key), qid, "rows");
+	if ((rc = sl_cat_meta_get(t, key, &out->rows)))
+		return rc;
+	rc = sl_engine_checkpoint_get(t, qid, 'e', 0, &e, &len);
+	if (rc == 0) {
+		if (len >= sizeof(out->error))
+			len = sizeof(out->error) - 1;
+		memcpy(out->error, e, len);
+		out->error[len] = 0;
+	}
+	return rc == SL_NOTFOUND ? 0 : rc;
+}

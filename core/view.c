@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The checkpoint view, rendered from the engine's log. Ids:
+ *   SL_VIEW_TAG | qid << 32 | kind << 28 | n     (n < 2^28)
+ * kinds: 1 checkpoint/<q>/, 2 offsets/, 3 commits/, 4 sources/, 5 sources/0/,
+ * 6 metadata, 7 offsets/N, 8 commits/N, 9 sources/0/N.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "catalog.h"
+#include "engine.h"
+#include "err.h"
+#include "source.h"
+#include "view.h"
+
+enum { K_QDIR = 1, K_OFFSETS, K_COMMITS, K_SOURCES, K_SOURCES0, K_META, K_OFF, K_COM, K_SRC };
+
+#define N_MAX ((1u << 28) - 1)
+
+static uint64_t vid(uint32_t qid, unsigned kind, uint64_t n)
+{
+	return SL_VIEW_TAG | (uint64_t)qid << 32 | (uint64_t)kind << 28 | n;
+}
+
+static unsigned vkind(uint64_t id)
+{
+	return (unsigned)(id >> 28) & 0xf;
+}
+
+static uint32_t vqid(uint64_t id)
+{
+	return (uint32_t)(id >> 32) & 0x3fffffff;
+}
+
+static uint64_t vn(uint64_t id)
+{
+	return id & N_MAX;
+}
+
+bool sl_view_owns(uint64_t id)
+{
+	return id == SL_ID_CHECKPOINT || (id & SL_VIEW_TAG);
+}
+
+/* The log kind behind a file kind, or 0. */
+static char log_kind(unsigned kind)
+{
+	switch (kind) {
+	case K_META: return 'm';
+	case K_OFF: return 'o';
+	case K_COM: return 'c';
+	case K_SRC: return 's';
+	}
+	return 0;
+}
+
+static void dir_attr(uint64_t id, struct sl_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->id = id;
+	a->mode = S_IFDIR | 0555;
+}
+
+/* The attributes of a file entry; SL_NOTFOUND when absent. */
+static int file_attr(struct sl_txn *t, uint64_t id, struct sl_attr *a)
+{
+	const void *d;
+	size_t len;
+	int rc = sl_engine_checkpoint_get(t, vqid(id), log_kind(vkind(id)), vn(id), &d, &len);
+	if (rc)
+		return rc;
+	memset(a, 0, sizeof(*a));
+	a->id = id;
+	a->mode = S_IFREG | 0444;
+	a->size = len;
+	return 0;
+}
+
+static int parse_n(const char *name, uint64_t *n)
+{
+	char *end;
+	if (!*name || (name[0] == '0' && name[1]) || name[0] == '-' || name[0] == '+')
+		return ENOENT;
+	unsigned long long v = strtoull(name, &end, 10);
+	if (*end || v > N_MAX)
+		return ENOENT;
+	*n = v;
+	return 0;
+}
+
+static int with_txn(struct sl_land *l, struct sl_txn **t)
+{
+	return sl_catalog_read(sl_land_catalog(l), t);
+}
+
+int sl_view_getattr(struct sl_land *l, uint64_t id, struct sl_attr *out)
+{
+	struct sl_txn *t;
+	int rc;
+
+	if (id == SL_ID_CHECKPOINT) {
+		dir_attr(id, out);
+		return 0;
+	}
+	if (!log_kind(vkind(id))) {
+		if (vkind(id) < K_QDIR || vkind(id) > K_SOURCES0)
+			return ENOENT;
+		dir_attr(id, out);
+		return 0;
+	}
+	if ((rc = with_txn(l, &t)))
+		return rc;
+	rc = file_attr(t, id, out);
+	sl_txn_end(t);
+	return rc == SL_NOTFOUND ? ENOENT : rc;
+}
+
+int sl_view_lookup(struct sl_land *l, uint64_t parent, const char *name, struct sl_attr *out)
+{
+	struct sl_txn *t;
+	uint32_t qid;
+	uint64_t n = 0, id = 0;
+	int rc;
+
+	if (parent == SL_ID_CHECKPOINT) {
+		if ((rc = with_txn(l, &t)))
+			return rc;
+		rc = sl_sources_qid(t, name, &qid);
+		sl_txn_end(t);
+		if (rc)
+			return rc == SL_NOTFOUND ? ENOENT : rc;
+		dir_attr(vid(qid, K_QDIR, 0), out);
+		return 0;
+	}
+	qid = vqid(parent);
+	switch (vkind(parent)) {
+	case K_QDIR:
+		if (!strcmp(name, "offsets"))
+			id = vid(qid, K_OFFSETS, 0);
+		else if (!strcmp(name, "commits"))
+			id = vid(qid, K_COMMITS, 0);
+		else if (!strcmp(name, "sources"))
+			id = vid(qid, K_SOURCES, 0);
+		else if (!strcmp(name, "metadata"))
+			id = vid(qid, K_META, 0);
+		break;
+	case K_SOURCES:
+		if (!strcmp(name, "0"))
+			id = vid(qid, K_SOURCES0, 0);
+		break;
+	case K_OFFSETS:
+	case K_COMMITS:
+	case K_SOURCES0:
+		if (parse_n(name, &n) == 0)
+			id = vid(qid, vkind(parent) == K_OFFSETS   ? K_OFF
+				      : vkind(parent) == K_COMMITS ? K_COM
+								   : K_SRC,
+				 n);
+		break;
+	}
+	if (!id)
+		return ENOENT;
+	return sl_view_getattr(l, id, out);
+}
+
+struct lister {
+	uint32_t qid;
+	unsigned kind;
+	int (*fn)(void *ctx, const char *name, const struct sl_attr *a);
+	void *ctx;
+};
+
+static int list_query(void *ctx, const char *name, uint32_t qid)
+{
+	struct lister *ls = ctx;
+	struct sl_attr a;
+	dir_attr(vid(qid, K_QDIR, 0), &a);
+	return ls->fn(ls->ctx, name, &a);
+}
+
+static int list_entry(void *ctx, uint64_t n, size_t len)
+{
+	struct lister *ls = ctx;
+	struct sl_attr a = {0};
+	char name[24];
+
+	if (n > N_MAX)
+		return 0;
+	a.id = vid(ls->qid, ls->kind, n);
+	a.mode = S_IFREG | 0444;
+	a.size = len;
+	snprintf(name, sizeof(name), "%" PRIu64, n);
+	return ls->fn(ls->ctx, name, &a);
+}
+
+int sl_view_list(struct sl_land *l, uint64_t dir,
+		 int (*fn)(void *ctx, const char *name, const struct sl_attr *a), void *ctx)
+{
+	struct lister ls = {.fn = fn, .ctx = ctx, .qid = vqid(dir)};
+	struct sl_txn *t;
+	struct sl_attr a;
+	int rc;
+
+	if ((rc = with_txn(l, &t)))
+		return rc;
+	if (dir == SL_ID_CHECKPOINT) {
+		rc = sl_engine_queries(t, list_query, &ls);
+		goto end;
+	}
+	switch (vkind(dir)) {
+	case K_QDIR: {
+		static const struct {
+			const char *name;
+			unsigned kind;
+		} kids[] = {{"commits", K_COMMITS}, {"offsets", K_OFFSETS}, {"sources", K_SOURCES}};
+		for (size_t i = 0; i < 3 && rc == 0; i++) {
+			dir_attr(vid(ls.qid, kids[i].kind, 0), &a);
+			rc = fn(ctx, kids[i].name, &a);
+		}
+		if (rc == 0 && file_attr(t, vid(ls.qid, K_META, 0), &a) == 0)
+			rc = fn(ctx, "metadata", &a);
+		break;
+	}
+	case K_SOURCES:
+		dir_attr(vid(ls.qid, K_SOURCES0, 0), &a);
+		rc = fn(ctx, "0", &a);
+		break;
+	case K_OFFSETS:
+		ls.kind = K_OFF;
+		rc = sl_engine_checkpoint_each(t, ls.qid, 'o', list_entry, &ls);
+		break;
+	case K_COMMITS:
+		ls.kind = K_COM;
+		rc = sl_engine_checkpoint_each(t, ls.qid, 'c', list_entry, &ls);
+		break;
+	case K_SOURCES0:
+		ls.kind = K_SRC;
+		rc = sl_engine_checkpoint_each(t, ls.qid, 's', list_entry, &ls);
+		break;
+	default:
+		rc = ENOTDIR;
+	}
+end:
+	sl_txn_end(t);
+	return rc;
+}
+
+int sl_view_read(struct sl_land *l, uint64_t id, char **data, size_t *len)
+{
+	struct sl_txn *t;
+	const void *d;
+	size_t n;
+	int rc;
+
+	if (!log_kind(vkind(id)) || id == SL_ID_CHECKPOINT)
+		return EISDIR;
+	if ((rc = with_txn(l, &t)))
+		return rc;
+	rc = sl_engine_checkpoint_get(t, vqid(id), log_kind(vkind(id)), vn(id), &d, &n);
+	if (rc == 0 && !(*data = malloc(n ? n : 1)))
+		rc = ENOMEM;
+	if (rc == 0) {
+		memcpy(*data, d, n);
+		*len = n;
+	}
+	sl_txn_end(t);
+	return rc == SL_NOTFOUND ? ENOENT : rc;
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The checkpoint view: checkpoint/<query>/{offsets/N, commits/N,
+ * sources/0/K, metadata}, rendered from the catalog. Its nodes have
+ * synthetic ids (the tag SL_VIEW_TAG), stable for a given (query, entry).
+ */
+#ifndef SLUICE_CORE_VIEW_H
+#define SLUICE_CORE_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "land.h"
+
+#define SL_VIEW_TAG (1ull << 62)
+
+/* Whether id is a node of the view (checkpoint/ itself included). */
+bool sl_view_owns(uint64_t id);
+/* Same contracts as sl_land_lookup/getattr/list: 0, ENOENT, an error. */
+int sl_view_lookup(struct sl_land *l, uint64_t parent, const char *name, struct sl_attr *out);
+int sl_view_getattr(struct sl_land *l, uint64_t id, struct sl_attr *out);
+int sl_view_list(struct sl_land *l, uint64_t dir,
+		 int (*fn)(void *ctx, const char *name, const struct sl_attr *a), void *ctx);
+/* The bytes of view file id (new: free()). */
+int sl_view_read(struct sl_land *l, uint64_t id, char **data, size_t *len);
+
+#endif
