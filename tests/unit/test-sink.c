@@ -349,7 +349,11 @@ static int run_case(const char *name)
 			continue;
 		}
 		exp->seen[k] = true;
-		snprintf(path, sizeof(path), "%s/%s", root, rel);
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", root, rel) >= sizeof(path)) {
+			fprintf(stderr, "%s: path too long\n", name);
+			bad++;
+			continue;
+		}
 		want = read_all(path, &wlen);
 		/* a .zst golden file holds the plain bytes the frame must restore */
 		if (t.q.compression == SL_COMPRESSION_ZSTD) {
