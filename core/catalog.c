@@ -335,6 +335,14 @@ int sl_catalog_start(struct sl_catalog *cat)
 	return 0;
 }
 
+static void run_inline(struct sl_catalog *cat, struct wreq *r);
+
+static int settled_apply(struct sl_txn *t, void *arg)
+{
+	struct sl_catalog *cat = arg;
+	return sl_cat_meta_put(t, "id_settled", cat->settle_lo);
+}
+
 void sl_catalog_close(struct sl_catalog *cat)
 {
 	if (!cat)
@@ -346,8 +354,12 @@ void sl_catalog_close(struct sl_catalog *cat)
 	pthread_mutex_unlock(&cat->q_mu);
 	if (running)
 		pthread_join(cat->thread, NULL);
-	if (!cat->rdonly)
+	if (!cat->rdonly) {
+		/* what is settled now needs no probe at the next start */
+		if (cat->settle_lo > cat->unsettled_lo && cat->settle_lo != UINT64_MAX)
+			run_inline(cat, &(struct wreq){.fn = settled_apply, .arg = cat});
 		mdb_env_sync(cat->env, 1);
+	}
 	mdb_env_close(cat->env);
 	pthread_rwlock_destroy(&cat->map_lock);
 	free(cat);
@@ -677,6 +689,8 @@ void sl_catalog_unsettled(struct sl_catalog *cat, uint64_t *lo, uint64_t *hi)
 void sl_catalog_settle(struct sl_catalog *cat, uint64_t lo)
 {
 	pthread_mutex_lock(&cat->id_mu);
+	if (lo > cat->id_next)
+		lo = cat->id_next; /* ids not handed out yet stay unsettled */
 	if (lo > cat->settle_lo)
 		cat->settle_lo = lo;
 	pthread_mutex_unlock(&cat->id_mu);

@@ -677,6 +677,10 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	out = calloc(nparts ? nparts : 1, sizeof(*out));
 	if (!out)
 		rc = ENOMEM;
+	/* ids from here on stay unsettled until the commit: a crash leaves no leak */
+	uint64_t pin = 0;
+	if (rc == 0 && (rc = sl_catalog_next_id(cat, &pin)) == 0)
+		rc = sl_land_pin(l, pin);
 	if (rc == 0)
 		rc = stage_parts(l, p->q, p->batch, parts, nparts, out);
 	if (rc == 0) {
@@ -698,6 +702,8 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		r->rows += st->lines;
 		r->malformed += st->malformed;
 	}
+	if (pin)
+		sl_land_unpin(l, pin);
 	free(out);
 	sl_sink_parts_free(parts, nparts);
 	return rc;

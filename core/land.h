@@ -131,6 +131,14 @@ int sl_land_list(struct sl_land *l, uint64_t dir,
 
 void sl_land_counters(struct sl_land *l, struct sl_land_counters *out);
 
+/*
+ * Pins id: ids from it on stay unsettled (probed for orphan blobs after a
+ * crash) until unpinned. The engine pins a batch's first output id until
+ * the batch commits. EBUSY when 8 pins are held already.
+ */
+int sl_land_pin(struct sl_land *l, uint64_t id);
+void sl_land_unpin(struct sl_land *l, uint64_t id);
+
 /* The catalog and blobs behind l, for the engine (borrowed until close). */
 struct sl_catalog *sl_land_catalog(struct sl_land *l);
 struct sl_blobs *sl_land_blobs(struct sl_land *l);

@@ -32,6 +32,7 @@ struct sl_land {
 	bool counters_dirty;        /* guarded by mu */
 	void (*on_land)(void *ctx); /* a file landed (engine wake-up) */
 	struct sl_sources *sources; /* the queries' indexes, filled at landing */
+	uint64_t pins[8];           /* ids the engine uses, uncommitted (guarded by mu) */
 	void *on_land_ctx;
 };
 

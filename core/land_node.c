@@ -640,8 +640,36 @@ uint64_t land_lowest_live(void *ctx)
 		for (struct node *n = l->by_id[b]; n; n = n->id_next)
 			if (n->id < lo)
 				lo = n->id;
+	for (size_t i = 0; i < sizeof(l->pins) / sizeof(l->pins[0]); i++)
+		if (l->pins[i] && l->pins[i] < lo)
+			lo = l->pins[i];
 	pthread_mutex_unlock(&l->mu);
 	return lo;
+}
+
+int sl_land_pin(struct sl_land *l, uint64_t id)
+{
+	int rc = EBUSY;
+	pthread_mutex_lock(&l->mu);
+	for (size_t i = 0; i < sizeof(l->pins) / sizeof(l->pins[0]); i++)
+		if (!l->pins[i]) {
+			l->pins[i] = id;
+			rc = 0;
+			break;
+		}
+	pthread_mutex_unlock(&l->mu);
+	return rc;
+}
+
+void sl_land_unpin(struct sl_land *l, uint64_t id)
+{
+	pthread_mutex_lock(&l->mu);
+	for (size_t i = 0; i < sizeof(l->pins) / sizeof(l->pins[0]); i++)
+		if (l->pins[i] == id) {
+			l->pins[i] = 0;
+			break;
+		}
+	pthread_mutex_unlock(&l->mu);
 }
 
 void land_drop_nodes(struct sl_land *l)

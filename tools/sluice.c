@@ -43,7 +43,8 @@ int main(int argc, char **argv)
 		return SL_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--version")) {
-		printf("sluice %s\n", SLUICE_VERSION);
+		/* tests read "faults" here to know SLUICE_FAULT points are compiled in */
+		printf("sluice %s%s\n", SLUICE_VERSION, SL_FAULTS ? " (faults)" : "");
 		return SL_EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

@@ -1,0 +1,116 @@
+"""Exactly once across crashes of `sluice run` (DESIGN.md §2, the batch
+protocol; §3, fault points): killed at fault points and at random moments
+over a multi-batch backlog, a final run leaves every input row in the
+output exactly once, and no blob that no record names."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+
+import util
+
+pytestmark = pytest.mark.timeout(240)
+
+SCHEMA = "event_id STRING, device STRING, value BIGINT"
+FILES = 24
+ROWS = 400  # a batch of 2 files makes a part over 64 KiB: a blob
+
+
+def setup_backlog(tmp_path):
+    data = str(tmp_path / "data")
+    os.makedirs(data)
+    with open(os.path.join(data, "sluice.json"), "w") as f:
+        json.dump({"queries": {"dev": {"source": {"format": "json", "path": "dev",
+                                                  "schema": SCHEMA,
+                                                  "maxFilesPerTrigger": 2}}}}, f)
+    src = tmp_path / "src"
+    src.mkdir()
+    files = []
+    for i in range(FILES):
+        p = src / ("b%03d.json" % i)
+        with open(p, "w") as f:
+            for r in range(ROWS):
+                f.write(json.dumps({"event_id": "e-%03d-%04d" % (i, r), "device": "d" * 60,
+                                    "value": r, "pad": "x" * 40}) + "\n")
+        files.append(str(p))
+    p = util.sluice("land", data, *files, "--to", "dev")
+    assert p.returncode == 0, p.stderr
+    return data
+
+
+def faults_compiled():
+    p = util.sluice("--version")
+    return "(faults)" in p.stdout
+
+
+def run_once(data, env=None, kill_after=None):
+    """Runs sluice run; optionally kill -9 after kill_after seconds."""
+    e = dict(os.environ)
+    e.update(env or {})
+    proc = subprocess.Popen([util.sluice_bin(), "run", "--available-now", data],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+    if kill_after is not None:
+        time.sleep(kill_after)
+        proc.send_signal(signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+def check_exactly_once(mounts, data):
+    rc, out, err = run_once(data)
+    assert rc == 0, (out, err)
+    m = mounts.new(data=data)
+    seen = {}
+    base = os.path.join(m.mnt, "out", "dev")
+    parts = sorted(os.listdir(base))
+    big_parts = 0
+    for name in parts:
+        path = os.path.join(base, name)
+        big_parts += os.stat(path).st_size > 65536
+        for line in open(path, "rb").read().decode().splitlines():
+            eid = json.loads(line)["event_id"]
+            seen[eid] = seen.get(eid, 0) + 1
+    want = {"e-%03d-%04d" % (i, r) for i in range(FILES) for r in range(ROWS)}
+    assert set(seen) == want, "lost %d rows" % len(want - set(seen))
+    dup = [k for k, v in seen.items() if v != 1]
+    assert not dup, "duplicated: %s" % dup[:5]
+    # committed parts are named by batch: no two parts of one batch id twice
+    assert len({p.split("-")[1] for p in parts}) == len(parts)
+    inputs = os.path.join(m.mnt, "in", "dev")
+    big_inputs = sum(os.stat(os.path.join(inputs, n)).st_size > 65536
+                     for n in os.listdir(inputs))
+    m.unmount()
+    # orphans of killed batches are gone after a start: every blob is named
+    util.sluice("status", data)
+    m = mounts.remount(m)
+    blobs = util.count_files(os.path.join(data, "blobs"))
+    assert blobs == big_parts + big_inputs, (blobs, big_parts, big_inputs)
+
+
+@pytest.mark.parametrize("point", ["engine.after_offsets", "engine.before_part_fsync",
+                                   "engine.before_commit", "catalog.before_commit",
+                                   "engine.after_commit"])
+def test_fault_points_then_final_run(mounts, tmp_path, point):
+    if not faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    data = setup_backlog(tmp_path)
+    died = 0
+    for n in (1, 2, 3):
+        rc, out, err = run_once(data, env={"SLUICE_FAULT": "%s:%d" % (point, n)})
+        assert rc in (0, 86), (rc, out, err)
+        died += rc == 86
+    assert died >= 1, "fault point %s never fired" % point
+    check_exactly_once(mounts, data)
+
+
+def test_random_kill9_then_final_run(mounts, tmp_path):
+    data = setup_backlog(tmp_path)
+    rnd = random.Random(20261130)
+    for _ in range(12):
+        run_once(data, kill_after=rnd.uniform(0.0, 0.08))
+    check_exactly_once(mounts, data)
