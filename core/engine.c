@@ -164,6 +164,7 @@ struct plan {
 	const struct sl_query_config *q;
 	uint32_t qid;
 	uint64_t seq_limit;      /* availableNow: what landed at start */
+	bool ignore_caps;        /* trigger once: one batch takes everything */
 	int64_t ts_ms;           /* batchTimestampMs of a new batch */
 	char uuid[40];           /* metadata id, for a query's first batch */
 	/* out, reset by each run of the apply */
@@ -221,7 +222,7 @@ static int plan_each(void *ctx, const void *key, size_t klen, const void *val, s
 	memcpy(&id, val, 8);
 	if (seq > p->seq_limit)
 		return 1;
-	if (src->max_files && p->n >= (uint64_t)src->max_files)
+	if (!p->ignore_caps && src->max_files && p->n >= (uint64_t)src->max_files)
 		return 1;
 	if ((p->rc = fill(p->t, &tmp, id, seq, p->q)))
 		return p->rc == SL_NOTFOUND ? SL_ECORRUPT : p->rc;
@@ -237,7 +238,8 @@ static int plan_each(void *ctx, const void *key, size_t klen, const void *val, s
 		*s = tmp;
 		return 0;
 	}
-	if (src->max_bytes && p->n > 0 && p->total_bytes + tmp.size > (uint64_t)src->max_bytes)
+	if (!p->ignore_caps && src->max_bytes && p->n > 0 &&
+	    p->total_bytes + tmp.size > (uint64_t)src->max_bytes)
 		return 1;
 	struct planned *f = push(&p->files, &p->n, &p->cap);
 	if (!f)
@@ -709,17 +711,19 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	return rc;
 }
 
-static int run_query(struct sl_land *l, const struct sl_query_config *q, uint64_t seq_limit,
-		     struct sl_engine_report *r)
+int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
+			const struct sl_engine_limits *lim, struct sl_engine_report *r)
 {
 	struct sl_catalog *cat = sl_land_catalog(l);
-	struct plan p = {.q = q, .seq_limit = seq_limit};
+	struct plan p = {.q = q, .seq_limit = lim->seq_limit, .ignore_caps = lim->ignore_caps};
+	uint64_t done = 0;
 	struct sl_decoder *dec = NULL;
 	struct sl_decode_stats st;
 	struct sl_batch b;
 	struct sl_txn *t;
 	int rc;
 
+	rc = 0;
 	if (sl_config_is_stateful(q) || q->has_watermark) {
 		snprintf(r->error, sizeof(r->error),
 			 "queries.%s: watermark, dropDuplicates and groupBy are not supported yet",
@@ -739,8 +743,9 @@ static int run_query(struct sl_land *l, const struct sl_query_config *q, uint64_
 		goto free_dec;
 	if ((rc = sl_decode_stats_init(&st, q->source.schema.n)))
 		goto release_batch;
-	while ((rc = run_batch(l, &p, dec, &b, &st, r)) == 0)
-		;
+	while ((!lim->max_batches || done < lim->max_batches) &&
+	       !(lim->stop && *lim->stop) && (rc = run_batch(l, &p, dec, &b, &st, r)) == 0)
+		done++;
 	if (rc == 1)
 		rc = 0;
 	if (rc) {
@@ -775,7 +780,8 @@ int sl_engine_run_available_now(struct sl_land *l, const struct sl_config *cfg,
 	for (size_t k = 0; k < sl_config_nqueries(cfg); k++) {
 		const struct sl_query_config *q = sl_config_query(cfg, k);
 		struct sl_engine_report r = {.query = q->name};
-		r.rc = run_query(l, q, seq_limit, &r);
+		struct sl_engine_limits lim = {.seq_limit = seq_limit};
+		r.rc = sl_engine_run_query(l, q, &lim, &r);
 		if (r.rc && !r.error[0])
 			snprintf(r.error, sizeof(r.error), "%s", sl_strerror(r.rc));
 		if (r.rc && !first)

@@ -19,6 +19,7 @@
 
 struct sl_config;
 struct sl_land;
+struct sl_query_config;
 struct sl_txn;
 
 /* What one query did in a run. */
@@ -41,6 +42,34 @@ typedef void (*sl_engine_report_fn)(const struct sl_engine_report *r, void *ctx)
  */
 int sl_engine_run_available_now(struct sl_land *l, const struct sl_config *cfg,
 				sl_engine_report_fn fn, void *ctx);
+
+/* How far one call of sl_engine_run_query() goes. */
+struct sl_engine_limits {
+	uint64_t seq_limit;     /* plan only files landed up to this sequence number */
+	uint64_t max_batches;   /* stop after this many batches; 0: until nothing is left */
+	bool ignore_caps;       /* trigger once: the batch takes every file */
+	const volatile bool *stop; /* checked between batches; NULL: never */
+};
+
+/*
+ * Runs batches of query q: its uncommitted batch first, then new ones
+ * while files are left (within lim). 0 when it ran out of work; an error
+ * otherwise (r->error names it; the query's lastError is kept too).
+ */
+int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
+			const struct sl_engine_limits *lim, struct sl_engine_report *r);
+
+/*
+ * The engine inside a mount: one thread per query, woken by landings
+ * (sl_engine_wake, installed with sl_land_set_wakeup) or its trigger's
+ * timer. cfg is borrowed until sl_engine_stop().
+ */
+struct sl_engine;
+int sl_engine_start(struct sl_land *l, const struct sl_config *cfg, struct sl_engine **out);
+/* Stops the threads after their current batch. NULL ok. */
+void sl_engine_stop(struct sl_engine *e);
+/* Wakes every event-driven query: a file landed. ctx is the engine. */
+void sl_engine_wake(void *ctx);
 
 /*
  * Rendered checkpoint files, as Spark lays them out (no trailing newline).

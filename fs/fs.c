@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "engine.h"
 #include "err.h"
 #include "fs.h"
 #include "json.h"
@@ -38,6 +39,7 @@ struct fs {
 	struct sl_land *land;
 	struct fuse_session *se;
 	struct sl_config *config;  /* sluice.json, loaded in init */
+	struct sl_engine *engine;  /* the queries' threads */
 	int init_error;            /* errno when init could not open the catalog */
 };
 
@@ -243,6 +245,8 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		sl_land_close(fs->land);
 		fs->land = NULL;
 	}
+	if (rc == 0 && (rc = sl_engine_start(fs->land, fs->config, &fs->engine)) == 0)
+		sl_land_set_wakeup(fs->land, sl_engine_wake, fs->engine);
 	if (rc) {
 		sl_log(SL_LOG_ERR, "cannot open catalog of '%s': %s", fs->args->datadir,
 		       sl_strerror(rc));
@@ -254,6 +258,11 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 static void fs_destroy(void *userdata)
 {
 	struct fs *fs = userdata;
+	/* the engine first: its batches write through the catalog */
+	sl_engine_stop(fs->engine);
+	fs->engine = NULL;
+	if (fs->land)
+		sl_land_set_wakeup(fs->land, NULL, NULL);
 	sl_land_close(fs->land);
 	fs->land = NULL;
 	sl_config_free(fs->config);

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Triggers: the engine inside a mount, one thread per query. Event-driven
+ * (no trigger): run while the backlog is not empty, then sleep until a
+ * landing wakes it; processingTime: one batch per interval; availableNow
+ * and once: run at mount time, then finish. A FAILFAST query stops with its
+ * lastError while the others go on; other errors retry with capped backoff.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "catalog.h"
+#include "config.h"
+#include "engine.h"
+#include "err.h"
+#include "land.h"
+#include "log.h"
+
+#define BACKOFF_MAX_S 60
+
+struct qthread {
+	struct sl_engine *e;
+	const struct sl_query_config *q;
+	pthread_t thread;
+	bool started;
+};
+
+struct sl_engine {
+	struct sl_land *l;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t wakes;        /* landings so far (guarded by mu) */
+	volatile bool stop;
+	struct qthread *threads;
+	size_t n;
+};
+
+static void deadline_in(struct timespec *ts, int64_t us)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += us / 1000000;
+	ts->tv_nsec += (us % 1000000) * 1000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+/* Sleeps until woken by a landing (when event-driven), the stop, or us pass. */
+static void wait_for(struct sl_engine *e, uint64_t *seen, bool on_landing, int64_t us)
+{
+	struct timespec ts;
+
+	pthread_mutex_lock(&e->mu);
+	if (us > 0)
+		deadline_in(&ts, us);
+	while (!e->stop && !(on_landing && e->wakes != *seen)) {
+		if (us > 0) {
+			if (pthread_cond_timedwait(&e->cv, &e->mu, &ts) == ETIMEDOUT)
+				break;
+		} else {
+			pthread_cond_wait(&e->cv, &e->mu);
+		}
+	}
+	*seen = e->wakes;
+	pthread_mutex_unlock(&e->mu);
+}
+
+static void *query_main(void *arg)
+{
+	struct qthread *t = arg;
+	struct sl_engine *e = t->e;
+	const struct sl_query_config *q = t->q;
+	struct sl_engine_limits lim = {.seq_limit = UINT64_MAX, .stop = &e->stop};
+	int64_t backoff_us = 1000000;
+	uint64_t seen;
+
+	pthread_mutex_lock(&e->mu);
+	seen = e->wakes;
+	pthread_mutex_unlock(&e->mu);
+	if (q->trigger == SL_TRIGGER_ONCE) {
+		sl_log(SL_LOG_WARNING, "query '%s': trigger once is deprecated: use availableNow",
+		       q->name);
+		lim.max_batches = 1;
+		lim.ignore_caps = true;
+	}
+	if (q->trigger == SL_TRIGGER_PROCESSING_TIME)
+		lim.max_batches = 1;
+	while (!e->stop) {
+		struct sl_engine_report r = {.query = q->name};
+		int rc = sl_engine_run_query(e->l, q, &lim, &r);
+
+		if (rc == SL_EMALFORMED || rc == ENOTSUP) {
+			/* stopped: lastError stays until a change the checkpoint survives */
+			sl_log(SL_LOG_ERR, "query '%s' stopped: %s", q->name, r.error);
+			break;
+		}
+		if (rc) {
+			sl_log(SL_LOG_ERR, "query '%s': %s (retrying in %lld s)", q->name, r.error,
+			       (long long)(backoff_us / 1000000));
+			wait_for(e, &seen, false, backoff_us);
+			if (backoff_us < BACKOFF_MAX_S * 1000000ll)
+				backoff_us *= 2;
+			continue;
+		}
+		backoff_us = 1000000;
+		if (q->trigger == SL_TRIGGER_AVAILABLE_NOW || q->trigger == SL_TRIGGER_ONCE)
+			break; /* ran at mount time: finished */
+		if (q->trigger == SL_TRIGGER_PROCESSING_TIME)
+			wait_for(e, &seen, false,
+				 q->trigger_interval_us > 0 ? q->trigger_interval_us : 1);
+		else
+			wait_for(e, &seen, true, 0);
+	}
+	return NULL;
+}
+
+void sl_engine_wake(void *ctx)
+{
+	struct sl_engine *e = ctx;
+	pthread_mutex_lock(&e->mu);
+	e->wakes++;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+}
+
+int sl_engine_start(struct sl_land *l, const struct sl_config *cfg, struct sl_engine **out)
+{
+	struct sl_engine *e = calloc(1, sizeof(*e));
+	int rc = 0;
+
+	if (!e)
+		return ENOMEM;
+	e->l = l;
+	e->n = sl_config_nqueries(cfg);
+	e->threads = calloc(e->n ? e->n : 1, sizeof(*e->threads));
+	if (!e->threads) {
+		free(e);
+		return ENOMEM;
+	}
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_cond_init(&e->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	for (size_t k = 0; k < e->n && rc == 0; k++) {
+		e->threads[k].e = e;
+		e->threads[k].q = sl_config_query(cfg, k);
+		rc = pthread_create(&e->threads[k].thread, NULL, query_main, &e->threads[k]);
+		e->threads[k].started = rc == 0;
+	}
+	if (rc) {
+		sl_engine_stop(e);
+		return rc;
+	}
+	*out = e;
+	return 0;
+}
+
+void sl_engine_stop(struct sl_engine *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->stop = true;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	for (size_t k = 0; k < e->n; k++)
+		if (e->threads[k].started)
+			pthread_join(e->threads[k].thread, NULL);
+	pthread_cond_destroy(&e->cv);
+	pthread_mutex_destroy(&e->mu);
+	free(e->threads);
+	free(e);
+}
