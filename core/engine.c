@@ -31,6 +31,7 @@
 #include "engine.h"
 #include "err.h"
 #include "fault.h"
+#include "json.h"
 #include "land.h"
 #include "log.h"
 #include "sink.h"
@@ -163,6 +164,9 @@ struct planned {
 struct plan {
 	const struct sl_query_config *q;
 	uint32_t qid;
+	char run_id[40];         /* this run's id, for progress reports */
+	int64_t prev_trigger_ms; /* the previous trigger's start, 0 before the first */
+	int64_t apply_ns;        /* time the plan's apply took (latestOffset) */
 	uint64_t seq_limit;      /* availableNow: what landed at start */
 	bool ignore_caps;        /* trigger once: one batch takes everything */
 	int64_t ts_ms;           /* batchTimestampMs of a new batch */
@@ -275,9 +279,21 @@ static int load_record(struct sl_txn *t, struct plan *p, const unsigned char *v,
 	return 0;
 }
 
+static int plan_apply_timed(struct sl_txn *t, struct plan *p);
+
 static int plan_apply(struct sl_txn *t, void *arg)
 {
 	struct plan *p = arg;
+	int rc;
+
+	int64_t t0 = now_ns();
+	rc = plan_apply_timed(t, p);
+	p->apply_ns = now_ns() - t0;
+	return rc;
+}
+
+static int plan_apply_timed(struct sl_txn *t, struct plan *p)
+{
 	unsigned char prefix[4];
 	const void *v;
 	size_t vlen;
@@ -500,6 +516,8 @@ struct out_part {
 
 struct commit {
 	uint64_t rows;        /* the batch's input rows, for `sluice status` */
+	const char *progress; /* the batch's progress report (JSON, one line) */
+	size_t progress_len;
 	const struct sl_query_config *q;
 	const struct plan *p;
 	struct out_part *parts;
@@ -570,6 +588,16 @@ static int commit_apply(struct sl_txn *t, void *arg)
 	qkey(key, sizeof(key), p->qid, "rows");
 	if ((rc = sl_cat_meta_put(t, key, c->rows)))
 		return rc;
+	/* the last 100 progress reports, like Spark's recentProgress */
+	if (c->progress &&
+	    (rc = log_put(t, p->qid, 'p', p->batch, c->progress, c->progress_len)))
+		return rc;
+	if (p->batch >= 100) {
+		unsigned char pk[13];
+		log_key(pk, p->qid, 'p', p->batch - 100);
+		if ((rc = sl_cat_del(t, SL_TABLE_QLOG, pk, sizeof(pk))))
+			return rc;
+	}
 	unsigned char ek[13];
 	log_key(ek, p->qid, 'e', 0); /* a committed batch clears the last error */
 	if ((rc = sl_cat_del(t, SL_TABLE_QLOG, ek, sizeof(ek))))
@@ -647,6 +675,80 @@ static void unstage(struct sl_land *l, const struct out_part *out, size_t n)
 			sl_blob_unlink(sl_land_blobs(l), out[i].id);
 }
 
+/* ---- progress ---- */
+
+/* The query id kept in checkpoint/<q>/metadata ({"id":"<uuid>"}). */
+static void query_uuid(struct sl_txn *t, uint32_t qid, char out[40])
+{
+	const void *d;
+	size_t len;
+	out[0] = 0;
+	if (sl_engine_checkpoint_get(t, qid, 'm', 0, &d, &len) == 0 && len >= 44 &&
+	    !memcmp(d, "{\"id\":\"", 7)) {
+		memcpy(out, (const char *)d + 7, 36);
+		out[36] = 0;
+	}
+}
+
+/*
+ * Builds batch p's progress report (best effort: a report that cannot be
+ * made leaves *out NULL and the batch commits without one).
+ */
+static void progress_report(struct sl_land *l, const struct plan *p,
+			    const struct sl_decode_stats *st, int64_t t0, int64_t t1, int64_t t2,
+			    uint64_t out_rows, char **out, size_t *len)
+{
+	const struct sl_query_config *q = p->q;
+	struct sl_progress pr = {.run_id = p->run_id, .name = q->name};
+	const char *names[64];
+	uint64_t counts[64];
+	char id[40], src[4200], sink[128];
+	struct sl_backlog bl = {0};
+	struct sl_txn *t;
+
+	*out = NULL;
+	if (sl_catalog_read(sl_land_catalog(l), &t))
+		return;
+	query_uuid(t, p->qid, id);
+	sl_sources_backlog(t, q->name, &bl);
+	sl_txn_end(t);
+	int64_t trigger_ms = (now_ns() - t0) / 1000000;
+	pr.id = id[0] ? id : p->uuid;
+	pr.timestamp_ms = p->ts_ms;
+	pr.batch_id = p->batch;
+	pr.num_input_rows = st->lines;
+	pr.input_rows_per_s = p->prev_trigger_ms && p->ts_ms > p->prev_trigger_ms
+				      ? (double)st->lines * 1000.0 / (double)(p->ts_ms - p->prev_trigger_ms)
+				      : 0.0;
+	pr.processed_rows_per_s = (double)st->lines * 1000.0 / (double)(trigger_ms > 0 ? trigger_ms : 1);
+	pr.ms_latest_offset = p->apply_ns / 1000000;
+	pr.ms_wal_commit = (t1 - t0 - p->apply_ns) / 1000000;
+	pr.ms_add_batch = (t2 - t1) / 1000000;
+	pr.ms_commit_offsets = 0; /* the report rides the commit it would time */
+	pr.ms_trigger = trigger_ms;
+	pr.has_start = p->k > 0;
+	pr.start = p->k ? p->k - 1 : 0;
+	pr.end = p->k;
+	snprintf(src, sizeof(src), "FileStreamSource[in/%s]", q->source.path.text);
+	snprintf(sink, sizeof(sink), "FileSink[out/%s]", q->name);
+	pr.source_desc = src;
+	pr.sink_desc = sink;
+	pr.num_output_rows = out_rows;
+	pr.malformed = st->malformed;
+	for (size_t c = 0; c < q->source.schema.n && pr.n_nulls < 64; c++) {
+		if (!q->source.schema.cols[c].not_null)
+			continue;
+		names[pr.n_nulls] = q->source.schema.cols[c].name;
+		counts[pr.n_nulls++] = c < st->ncols ? st->null_counts[c] : 0;
+	}
+	pr.null_names = names;
+	pr.null_counts = counts;
+	pr.backlog_files = bl.files;
+	pr.backlog_bytes = bl.bytes;
+	pr.skipped = p->skipped;
+	sl_json_progress(&pr, out, len);
+}
+
 /* ---- one query ---- */
 
 /* Runs one batch: 1 when there was nothing to do, 0 when committed, or an error. */
@@ -659,7 +761,8 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	size_t nparts = 0;
 	int rc;
 
-	p->ts_ms = now_ns() / 1000000;
+	int64_t t0 = now_ns(), t1, t2;
+	p->ts_ms = t0 / 1000000;
 	if ((rc = sl_catalog_write(cat, plan_apply, p))) {
 		snprintf(r->error, sizeof(r->error), "cannot plan a batch: %s", sl_strerror(rc));
 		return rc;
@@ -667,6 +770,7 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	if (p->n == 0)
 		return 1;
 	SL_FAULT("engine.after_offsets");
+	t1 = now_ns();
 	sl_batch_clear(b);
 	sl_decode_stats_reset(st);
 	if ((rc = decode_all(l, p, dec, b, st, r)))
@@ -685,9 +789,19 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		rc = sl_land_pin(l, pin);
 	if (rc == 0)
 		rc = stage_parts(l, p->q, p->batch, parts, nparts, out);
+	char *progress = NULL;
+	size_t progress_len = 0;
+	if (rc == 0) {
+		t2 = now_ns();
+		uint64_t out_rows = 0;
+		for (size_t i = 0; i < nparts; i++)
+			out_rows += parts[i].rows;
+		progress_report(l, p, st, t0, t1, t2, out_rows, &progress, &progress_len);
+	}
 	if (rc == 0) {
 		struct commit c = {.q = p->q, .p = p, .parts = out, .nparts = nparts,
-				   .now = now_ns(), .rows = st->lines};
+				   .now = now_ns(), .rows = st->lines, .progress = progress,
+				   .progress_len = progress_len};
 		rc = sl_catalog_next_id(cat, &c.outdir_id);
 		SL_FAULT("engine.before_commit");
 		if (rc == 0)
@@ -706,6 +820,9 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	}
 	if (pin)
 		sl_land_unpin(l, pin);
+	if (rc == 0)
+		p->prev_trigger_ms = p->ts_ms;
+	free(progress);
 	free(out);
 	sl_sink_parts_free(parts, nparts);
 	return rc;
@@ -737,6 +854,7 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 	if (rc)
 		return rc;
 	make_uuid(p.uuid);
+	make_uuid(p.run_id);
 	if ((rc = sl_decoder_new(q, &dec)))
 		return rc;
 	if ((rc = sl_batch_init(&b, &q->source.schema)))

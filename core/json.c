@@ -15,6 +15,7 @@
 #include "config.h"
 #include "err.h"
 #include "json.h"
+#include "timestamp.h"
 
 #define AGG_NAME_MAX 255 /* longest aggregate output name, in bytes */
 
@@ -927,5 +928,72 @@ int sl_json_landing(const struct sl_land_counters *c, char **out, size_t *len)
 	t[(*len)++] = '\n';
 	t[*len] = 0;
 	*out = t;
+	return 0;
+}
+
+int sl_json_progress(const struct sl_progress *p, char **out, size_t *len)
+{
+	char ts[40];
+	json_t *o = json_object(), *d = json_object(), *src = json_object(), *sink = json_object();
+	json_t *nulls = json_object(), *backlog = json_object(), *sources = json_array();
+	char *s;
+
+	if (!o || !d || !src || !sink || !nulls || !backlog || !sources) {
+		json_decref(o), json_decref(d), json_decref(src), json_decref(sink);
+		json_decref(nulls), json_decref(backlog), json_decref(sources);
+		return ENOMEM;
+	}
+	sl_timestamp_format(p->timestamp_ms * 1000, ts);
+	json_object_set_new(o, "id", json_string(p->id));
+	json_object_set_new(o, "runId", json_string(p->run_id));
+	json_object_set_new(o, "name", json_string(p->name));
+	json_object_set_new(o, "timestamp", json_string(ts));
+	json_object_set_new(o, "batchId", json_integer((json_int_t)p->batch_id));
+	json_object_set_new(o, "numInputRows", json_integer((json_int_t)p->num_input_rows));
+	json_object_set_new(o, "inputRowsPerSecond", json_real(p->input_rows_per_s));
+	json_object_set_new(o, "processedRowsPerSecond", json_real(p->processed_rows_per_s));
+	/* Spark sorts the keys of durationMs */
+	json_object_set_new(d, "addBatch", json_integer(p->ms_add_batch));
+	json_object_set_new(d, "commitOffsets", json_integer(p->ms_commit_offsets));
+	json_object_set_new(d, "latestOffset", json_integer(p->ms_latest_offset));
+	json_object_set_new(d, "triggerExecution", json_integer(p->ms_trigger));
+	json_object_set_new(d, "walCommit", json_integer(p->ms_wal_commit));
+	json_object_set_new(o, "durationMs", d);
+	json_object_set_new(o, "stateOperators", json_array());
+	json_object_set_new(src, "description", json_string(p->source_desc));
+	json_t *start = json_null(), *end = json_object();
+	if (p->has_start) {
+		start = json_object();
+		json_object_set_new(start, "logOffset", json_integer((json_int_t)p->start));
+	}
+	json_object_set_new(end, "logOffset", json_integer((json_int_t)p->end));
+	json_object_set_new(src, "startOffset", start);
+	json_object_set_new(src, "endOffset", end);
+	json_object_set_new(src, "latestOffset", json_null());
+	json_object_set_new(src, "numInputRows", json_integer((json_int_t)p->num_input_rows));
+	json_object_set_new(src, "inputRowsPerSecond", json_real(p->input_rows_per_s));
+	json_object_set_new(src, "processedRowsPerSecond", json_real(p->processed_rows_per_s));
+	json_array_append_new(sources, src);
+	json_object_set_new(o, "sources", sources);
+	json_object_set_new(sink, "description", json_string(p->sink_desc));
+	json_object_set_new(sink, "numOutputRows", json_integer((json_int_t)p->num_output_rows));
+	json_object_set_new(o, "sink", sink);
+	json_object_set_new(o, "numMalformedRows", json_integer((json_int_t)p->malformed));
+	for (size_t i = 0; i < p->n_nulls; i++)
+		json_object_set_new(nulls, p->null_names[i],
+				    json_integer((json_int_t)p->null_counts[i]));
+	json_object_set_new(o, "nullCounts", nulls);
+	json_object_set_new(backlog, "files", json_integer((json_int_t)p->backlog_files));
+	json_object_set_new(backlog, "bytes", json_integer((json_int_t)p->backlog_bytes));
+	json_object_set_new(o, "backlog", backlog);
+	json_object_set_new(o, "skippedByMaxFileAge", json_integer((json_int_t)p->skipped));
+	if (p->last_error)
+		json_object_set_new(o, "lastError", json_string(p->last_error));
+	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+	json_decref(o);
+	if (!s)
+		return ENOMEM;
+	*out = s;
+	*len = strlen(s);
 	return 0;
 }

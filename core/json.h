@@ -6,7 +6,9 @@
 #ifndef SLUICE_CORE_JSON_H
 #define SLUICE_CORE_JSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "land.h"
@@ -27,6 +29,34 @@ int sl_config_load(const char *datadir, struct sl_config **out, char *err, size_
  */
 int sl_config_parse(const char *text, size_t len, const char *origin, struct sl_config **out,
 		    char *err, size_t errlen);
+
+/*
+ * One batch's progress report: Spark's StreamingQueryProgress keys in
+ * Spark's order, plus sluice's own (numMalformedRows, nullCounts, backlog,
+ * skippedByMaxFileAge, lastError).
+ */
+struct sl_progress {
+	const char *id, *run_id, *name;
+	int64_t timestamp_ms;       /* trigger start */
+	uint64_t batch_id;
+	uint64_t num_input_rows;
+	double input_rows_per_s, processed_rows_per_s;
+	int64_t ms_latest_offset, ms_wal_commit, ms_add_batch, ms_commit_offsets, ms_trigger;
+	bool has_start;             /* startOffset is {"logOffset":start}, else null */
+	uint64_t start, end;        /* source log offsets */
+	const char *source_desc;    /* FileStreamSource[in/<path>] */
+	const char *sink_desc;      /* FileSink[out/<query>] */
+	uint64_t num_output_rows;
+	uint64_t malformed;
+	const char *const *null_names; /* NOT NULL columns ... */
+	const uint64_t *null_counts;   /* ... and their null counts */
+	size_t n_nulls;
+	uint64_t backlog_files, backlog_bytes, skipped;
+	const char *last_error;     /* or NULL */
+};
+
+/* Renders a progress report as one JSON line (new: free()). */
+int sl_json_progress(const struct sl_progress *p, char **out, size_t *len);
 
 /* Renders status/landing.json into a new malloc'd string (*out, *len). */
 int sl_json_landing(const struct sl_land_counters *c, char **out, size_t *len);

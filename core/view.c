@@ -3,7 +3,8 @@
  * The checkpoint view, rendered from the engine's log. Ids:
  *   SL_VIEW_TAG | qid << 32 | kind << 28 | n     (n < 2^28)
  * kinds: 1 checkpoint/<q>/, 2 offsets/, 3 commits/, 4 sources/, 5 sources/0/,
- * 6 metadata, 7 offsets/N, 8 commits/N, 9 sources/0/N.
+ * 6 metadata, 7 offsets/N, 8 commits/N, 9 sources/0/N, 10 status/<q>.json,
+ * 11 status/<q>.jsonl (the last progress report, and the last 100).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,7 +19,10 @@
 #include "source.h"
 #include "view.h"
 
-enum { K_QDIR = 1, K_OFFSETS, K_COMMITS, K_SOURCES, K_SOURCES0, K_META, K_OFF, K_COM, K_SRC };
+enum {
+	K_QDIR = 1, K_OFFSETS, K_COMMITS, K_SOURCES, K_SOURCES0, K_META, K_OFF, K_COM, K_SRC,
+	K_STATUS_JSON, K_STATUS_JSONL, /* status/<q>.json, status/<q>.jsonl */
+};
 
 #define N_MAX ((1u << 28) - 1)
 
@@ -57,6 +61,60 @@ static char log_kind(unsigned kind)
 	case K_SRC: return 's';
 	}
 	return 0;
+}
+
+struct joined {
+	struct sl_txn *t;
+	uint32_t qid;
+	char *buf;
+	size_t len;
+	bool last_only;
+	int err;
+};
+
+static int join_progress(void *ctx, uint64_t n, size_t len)
+{
+	struct joined *j = ctx;
+	const void *d;
+	size_t dl;
+	(void)len;
+	if (sl_engine_checkpoint_get(j->t, j->qid, 'p', n, &d, &dl))
+		return 0;
+	if (j->last_only)
+		j->len = 0;
+	char *b = realloc(j->buf, j->len + dl + 2);
+	if (!b) {
+		j->err = ENOMEM;
+		return 1;
+	}
+	j->buf = b;
+	memcpy(b + j->len, d, dl);
+	j->len += dl;
+	b[j->len++] = '\n';
+	return 0;
+}
+
+/* status/<q>.json: the last report or "null"; .jsonl: the last 100, oldest first. */
+static int render_status(struct sl_txn *t, uint64_t id, char **data, size_t *len)
+{
+	struct joined j = {.t = t, .qid = vqid(id), .last_only = vkind(id) == K_STATUS_JSON};
+	int rc = sl_engine_checkpoint_each(t, j.qid, 'p', join_progress, &j);
+	if (rc == 0 && j.err)
+		rc = j.err;
+	if (rc == 0 && j.len == 0 && j.last_only) {
+		free(j.buf);
+		j.buf = strdup("null\n");
+		j.len = j.buf ? 5 : 0;
+		if (!j.buf)
+			rc = ENOMEM;
+	}
+	if (rc) {
+		free(j.buf);
+		return rc;
+	}
+	*data = j.buf ? j.buf : strdup("");
+	*len = j.len;
+	return *data ? 0 : ENOMEM;
 }
 
 static void dir_attr(uint64_t id, struct sl_attr *a)
@@ -107,6 +165,22 @@ int sl_view_getattr(struct sl_land *l, uint64_t id, struct sl_attr *out)
 		dir_attr(id, out);
 		return 0;
 	}
+	if (vkind(id) == K_STATUS_JSON || vkind(id) == K_STATUS_JSONL) {
+		char *d;
+		size_t len;
+		if ((rc = with_txn(l, &t)))
+			return rc;
+		rc = render_status(t, id, &d, &len);
+		sl_txn_end(t);
+		if (rc)
+			return rc;
+		free(d);
+		memset(out, 0, sizeof(*out));
+		out->id = id;
+		out->mode = S_IFREG | 0444;
+		out->size = len;
+		return 0;
+	}
 	if (!log_kind(vkind(id))) {
 		if (vkind(id) < K_QDIR || vkind(id) > K_SOURCES0)
 			return ENOENT;
@@ -127,6 +201,26 @@ int sl_view_lookup(struct sl_land *l, uint64_t parent, const char *name, struct 
 	uint64_t n = 0, id = 0;
 	int rc;
 
+	if (parent == SL_ID_STATUS) {
+		char q[SL_CONFIG_NAME_MAX + 8];
+		size_t n = strlen(name);
+		unsigned kind = 0;
+		if (n > 6 && !strcmp(name + n - 6, ".jsonl"))
+			kind = K_STATUS_JSONL, n -= 6;
+		else if (n > 5 && !strcmp(name + n - 5, ".json"))
+			kind = K_STATUS_JSON, n -= 5;
+		if (!kind || n > SL_CONFIG_NAME_MAX)
+			return ENOENT;
+		memcpy(q, name, n);
+		q[n] = 0;
+		if ((rc = with_txn(l, &t)))
+			return rc;
+		rc = sl_sources_qid(t, q, &qid);
+		sl_txn_end(t);
+		if (rc)
+			return rc == SL_NOTFOUND ? ENOENT : rc;
+		return sl_view_getattr(l, vid(qid, kind, 0), out);
+	}
 	if (parent == SL_ID_CHECKPOINT) {
 		if ((rc = with_txn(l, &t)))
 			return rc;
@@ -183,6 +277,23 @@ static int list_query(void *ctx, const char *name, uint32_t qid)
 	return ls->fn(ls->ctx, name, &a);
 }
 
+static int list_status(void *ctx, const char *name, uint32_t qid)
+{
+	struct lister *ls = ctx;
+	struct sl_attr a = {0};
+	char file[SL_CONFIG_NAME_MAX + 8];
+	int rc;
+
+	a.mode = S_IFREG | 0444; /* sizes are rendered at getattr */
+	a.id = vid(qid, K_STATUS_JSON, 0);
+	snprintf(file, sizeof(file), "%s.json", name);
+	if ((rc = ls->fn(ls->ctx, file, &a)))
+		return rc;
+	a.id = vid(qid, K_STATUS_JSONL, 0);
+	snprintf(file, sizeof(file), "%s.jsonl", name);
+	return ls->fn(ls->ctx, file, &a);
+}
+
 static int list_entry(void *ctx, uint64_t n, size_t len)
 {
 	struct lister *ls = ctx;
@@ -210,6 +321,10 @@ int sl_view_list(struct sl_land *l, uint64_t dir,
 		return rc;
 	if (dir == SL_ID_CHECKPOINT) {
 		rc = sl_engine_queries(t, list_query, &ls);
+		goto end;
+	}
+	if (dir == SL_ID_STATUS) {
+		rc = sl_engine_queries(t, list_status, &ls);
 		goto end;
 	}
 	switch (vkind(dir)) {
@@ -257,6 +372,13 @@ int sl_view_read(struct sl_land *l, uint64_t id, char **data, size_t *len)
 	size_t n;
 	int rc;
 
+	if (vkind(id) == K_STATUS_JSON || vkind(id) == K_STATUS_JSONL) {
+		if ((rc = with_txn(l, &t)))
+			return rc;
+		rc = render_status(t, id, data, len);
+		sl_txn_end(t);
+		return rc;
+	}
 	if (!log_kind(vkind(id)) || id == SL_ID_CHECKPOINT)
 		return EISDIR;
 	if ((rc = with_txn(l, &t)))

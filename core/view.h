@@ -15,6 +15,11 @@
 
 #define SL_VIEW_TAG (1ull << 62)
 
+/*
+ * Also status/<query>.json and .jsonl: sl_view_lookup and sl_view_list
+ * answer for SL_ID_STATUS (status/landing.json stays the caller's).
+ */
+
 /* Whether id is a node of the view (checkpoint/ itself included). */
 bool sl_view_owns(uint64_t id);
 /* Same contracts as sl_land_lookup/getattr/list: 0, ENOENT, an error. */

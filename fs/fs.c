@@ -288,6 +288,8 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (parent == SL_ID_STATUS) {
 		if (!strcmp(name, "landing.json"))
 			rc = virtual_attr(fs, SL_ID_LANDING_JSON, &a);
+		else
+			rc = fs_errno(sl_view_lookup(fs->land, parent, name, &a));
 	} else if (sl_view_owns(parent)) {
 		rc = fs_errno(sl_view_lookup(fs->land, parent, name, &a));
 	} else {
@@ -313,7 +315,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	e.ino = a.id;
 	fill_stat(&a, &e.attr);
 	e.entry_timeout = SHORT_TIMEOUT;
-	e.attr_timeout = a.id == SL_ID_LANDING_JSON ? 0 : SHORT_TIMEOUT;
+	e.attr_timeout = a.id == SL_ID_LANDING_JSON || sl_view_owns(a.id) ? 0 : SHORT_TIMEOUT;
 	fuse_reply_entry(req, &e);
 }
 
@@ -741,6 +743,8 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		rc = virtual_attr(fs, SL_ID_LANDING_JSON, &k);
 		if (rc == 0)
 			rc = snap_add(d, "landing.json", &k);
+		if (rc == 0)
+			rc = fs_errno(sl_view_list(fs->land, ino, snap_add, d));
 	} else if (rc == 0 && sl_view_owns(ino)) {
 		rc = fs_errno(sl_view_list(fs->land, ino, snap_add, d));
 	} else if (rc == 0 && !is_virtual_dir(ino)) {

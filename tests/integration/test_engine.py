@@ -208,3 +208,42 @@ def test_batch_ids_continue_across_runs_and_mounts(mounts, data, tmp_path):
     m = mounts.remount(m)
     assert sorted(os.listdir(os.path.join(m.mnt, "out", "dev"))) == \
         ["part-00000-00000.jsonl", "part-00001-00000.jsonl"]
+
+
+def test_progress_reports(mounts, tmp_path):
+    data = str(tmp_path / "prog")
+    write_config(data, {"schema": "event_id STRING NOT NULL, device STRING, value BIGINT, "
+                                  "event_time TIMESTAMP"})
+    m = mounts.new(data=data)
+    # before the first batch: null, and an empty .jsonl
+    assert read(m, "status", "dev.json") == b"null\n"
+    assert read(m, "status", "dev.jsonl") == b""
+    m.unmount()
+    land(data, bundle(str(tmp_path / "a.json"), 0, 3))
+    nulls = tmp_path / "b.json"
+    nulls.write_text('{"device":"x","value":1}\n')  # event_id is NOT NULL: counted
+    land(data, str(nulls))
+    run(data)
+    land(data, bundle(str(tmp_path / "c.json"), 3, 2))
+    run(data)
+    m = mounts.remount(m)
+    last = json.loads(read(m, "status", "dev.json"))
+    assert list(last)[:10] == ["id", "runId", "name", "timestamp", "batchId", "numInputRows",
+                               "inputRowsPerSecond", "processedRowsPerSecond", "durationMs",
+                               "stateOperators"]
+    md = json.loads(read(m, "checkpoint", "dev", "metadata"))
+    assert last["id"] == md["id"] and last["name"] == "dev" and last["batchId"] == 1
+    assert last["timestamp"].endswith("Z") and last["numInputRows"] == 2
+    assert set(last["durationMs"]) >= {"latestOffset", "walCommit", "addBatch",
+                                       "commitOffsets", "triggerExecution"}
+    src = last["sources"][0]
+    assert src["description"] == "FileStreamSource[in/dev]"
+    assert src["startOffset"] == {"logOffset": 0} and src["endOffset"] == {"logOffset": 1}
+    assert last["sink"] == {"description": "FileSink[out/dev]", "numOutputRows": 2}
+    assert last["backlog"] == {"files": 0, "bytes": 0}
+    lines = read(m, "status", "dev.jsonl").decode().splitlines()
+    assert [json.loads(l)["batchId"] for l in lines] == [0, 1]
+    first = json.loads(lines[0])
+    assert first["sources"][0]["startOffset"] is None
+    assert first["numInputRows"] == 4 and first["nullCounts"] == {"event_id": 1}
+    assert first["inputRowsPerSecond"] == 0.0
