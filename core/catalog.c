@@ -11,7 +11,7 @@
  *   data     key: id u64                 value: the bytes of a small file
  *   pending  key: id u64                 value: empty (recorded, not landed)
  *   landed   key: seq u64                value: id u64
- *   queries, qindex, qhold, qlog: engine tables (enum sl_table), laid
+ *   queries, qindex, qhold, qlog, qseen, qseents: engine tables (enum sl_table), laid
  *            out by their owner modules (source.c, engine.c)
  *
  * Inode record:
@@ -149,7 +149,8 @@ static int open_dbs(struct sl_catalog *cat, bool create)
 			return rc == MDB_NOTFOUND ? SL_ECORRUPT : map_rc(rc);
 		}
 	}
-	static const char *tables[SL_TABLE_COUNT] = {"queries", "qindex", "qhold", "qlog"};
+	static const char *tables[SL_TABLE_COUNT] = {"queries", "qindex", "qhold", "qlog",
+						     "qseen", "qseents"};
 	for (size_t i = 0; i < SL_TABLE_COUNT; i++) {
 		rc = mdb_dbi_open(txn, tables[i], create ? MDB_CREATE : 0, &cat->tables[i]);
 		if (rc == MDB_NOTFOUND && !create) {
@@ -1086,4 +1087,48 @@ int sl_cat_landed_each(struct sl_txn *t, int (*fn)(void *ctx, uint64_t seq, uint
 	if (stop)
 		return stop;
 	return rc == MDB_NOTFOUND ? 0 : map_rc(rc);
+}
+
+int sl_cat_each_rev(struct sl_txn *t, enum sl_table tb, const void *prefix, size_t plen,
+		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val,
+			      size_t vlen),
+		    void *ctx)
+{
+	unsigned char next[64];
+	MDB_cursor *cur;
+	MDB_val key, val;
+	int rc, stop = 0;
+	size_t n = plen;
+
+	if (!t->cat->tables[tb])
+		return 0;
+	if (plen > sizeof(next))
+		return EINVAL;
+	rc = mdb_cursor_open(t->txn, t->cat->tables[tb], &cur);
+	if (rc)
+		return map_rc(rc);
+	/* the first key after every key with this prefix: the prefix plus one */
+	memcpy(next, prefix, plen);
+	while (n > 0 && next[n - 1] == 0xff)
+		n--;
+	if (n > 0) {
+		next[n - 1]++;
+		key.mv_size = n;
+		key.mv_data = next;
+		rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+		rc = rc == 0 ? mdb_cursor_get(cur, &key, &val, MDB_PREV)
+			     : mdb_cursor_get(cur, &key, &val, MDB_LAST);
+	} else {
+		rc = mdb_cursor_get(cur, &key, &val, MDB_LAST);
+	}
+	for (; rc == 0; rc = mdb_cursor_get(cur, &key, &val, MDB_PREV)) {
+		if (key.mv_size < plen || memcmp(key.mv_data, prefix, plen))
+			break;
+		if ((stop = fn(ctx, key.mv_data, key.mv_size, val.mv_data, val.mv_size)))
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (stop)
+		return stop;
+	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
 }

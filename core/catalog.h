@@ -170,6 +170,8 @@ enum sl_table {
 	SL_TABLE_QINDEX,  /* a query's unplanned files in landing order */
 	SL_TABLE_QHOLD,   /* file id -> the queries that still need it */
 	SL_TABLE_QLOG,    /* a query's batch records and rendered checkpoint (engine.c) */
+	SL_TABLE_QSEEN,   /* a query's seen set: key -> age clock (engine.c) */
+	SL_TABLE_QSEENTS, /* the seen set by age clock, for purging (engine.c) */
 	SL_TABLE_COUNT,
 };
 
@@ -186,6 +188,11 @@ int sl_cat_del(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen
 int sl_cat_each(struct sl_txn *txn, enum sl_table t, const void *prefix, size_t plen,
 		int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
 		void *ctx);
+/* The same, last key first. */
+int sl_cat_each_rev(struct sl_txn *txn, enum sl_table t, const void *prefix, size_t plen,
+		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val,
+			      size_t vlen),
+		    void *ctx);
 /* Landing order, for building a new query's index: fn(ctx, seq, id). */
 int sl_cat_landed_each(struct sl_txn *txn, int (*fn)(void *ctx, uint64_t seq, uint64_t id),
 		       void *ctx);

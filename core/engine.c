@@ -213,6 +213,150 @@ static int fill(struct sl_txn *t, struct planned *f, uint64_t id, uint64_t seq,
 	return sl_sources_relpath(t, &i, f->path, sizeof(f->path));
 }
 
+/*
+ * The seen set (Spark's SeenFilesMap): qseen key qid u32 | seen key, value
+ * age clock i64 (+ the full key when hashed); qseents key qid u32 | clock
+ * u64 (offset by 2^63) | seen key, for purging in age order. The seen key is
+ * the in/-relative path, or its last component with fileNameOnly; longer
+ * than 400 bytes it becomes 0xff and a 128-bit hash.
+ */
+#define SEEN_KEY_MAX 400
+
+struct seen_key {
+	unsigned char k[4 + 1 + SEEN_KEY_MAX];
+	size_t len;
+	const char *full; /* the key text when hashed, else NULL */
+};
+
+static void seen_key(uint32_t qid, const struct sl_query_config *q, const char *path,
+		     struct seen_key *out)
+{
+	const char *key = path;
+	if (q->source.file_name_only) {
+		const char *slash = strrchr(path, '/');
+		key = slash ? slash + 1 : path;
+	}
+	size_t n = strlen(key);
+	put_be32(out->k, qid);
+	out->full = NULL;
+	if (n <= SEEN_KEY_MAX) {
+		memcpy(out->k + 4, key, n);
+		out->len = 4 + n;
+		return;
+	}
+	uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < n; i++) {
+		h1 = (h1 ^ (unsigned char)key[i]) * 1099511628211ull;
+		h2 = (h2 ^ (unsigned char)key[i]) * 0x100000001b3ull + (h2 >> 29);
+	}
+	out->k[4] = 0xff;
+	put_be64(out->k + 5, h1);
+	put_be64(out->k + 13, h2);
+	out->len = 21;
+	out->full = key;
+}
+
+/* Whether key is in the seen set (the full text compared when hashed). */
+static bool seen_has(struct sl_txn *t, const struct seen_key *k)
+{
+	const void *v;
+	size_t len;
+	if (sl_cat_get(t, SL_TABLE_QSEEN, k->k, k->len, &v, &len))
+		return false;
+	if (!k->full)
+		return true;
+	return len == 8 + strlen(k->full) && !memcmp((const char *)v + 8, k->full, len - 8);
+}
+
+static int seen_add(struct sl_txn *t, const struct seen_key *k, int64_t clock)
+{
+	unsigned char val[8 + 4096], ts[4 + 8 + 1 + SEEN_KEY_MAX];
+	size_t vlen = 8;
+	uint64_t biased = (uint64_t)clock + (1ull << 63);
+	int rc;
+
+	memcpy(val, &clock, 8);
+	if (k->full) {
+		size_t n = strlen(k->full);
+		if (n > sizeof(val) - 8)
+			return ENAMETOOLONG;
+		memcpy(val + 8, k->full, n);
+		vlen += n;
+	}
+	memcpy(ts, k->k, 4);
+	put_be64(ts + 4, biased);
+	memcpy(ts + 12, k->k + 4, k->len - 4);
+	if ((rc = sl_cat_put(t, SL_TABLE_QSEEN, k->k, k->len, val, vlen)))
+		return rc;
+	return sl_cat_put(t, SL_TABLE_QSEENTS, ts, 8 + k->len, "", 0);
+}
+
+struct purge {
+	uint64_t threshold; /* biased */
+	unsigned char (*keys)[4 + 8 + 1 + SEEN_KEY_MAX];
+	size_t *lens, n, cap;
+	int err;
+};
+
+static int purge_each(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	struct purge *pg = ctx;
+	(void)val, (void)vlen;
+	if (klen < 12 || klen > 12 + 1 + SEEN_KEY_MAX)
+		return SL_ECORRUPT;
+	if (get_be64((const unsigned char *)key + 4) >= pg->threshold)
+		return 1;
+	if (pg->n == pg->cap) {
+		size_t c = pg->cap ? pg->cap * 2 : 64;
+		void *k = realloc(pg->keys, c * sizeof(*pg->keys));
+		void *l = k ? realloc(pg->lens, c * sizeof(*pg->lens)) : NULL;
+		if (k)
+			pg->keys = k;
+		if (!k || !l) {
+			pg->err = ENOMEM;
+			return 1;
+		}
+		pg->lens = l;
+		pg->cap = c;
+	}
+	memcpy(pg->keys[pg->n], key, klen);
+	pg->lens[pg->n++] = klen;
+	return 0;
+}
+
+/* Spark's purge: seen entries older than the threshold go. */
+static int seen_purge(struct sl_txn *t, uint32_t qid, int64_t threshold)
+{
+	struct purge pg = {.threshold = (uint64_t)threshold + (1ull << 63)};
+	unsigned char prefix[4], sk[4 + 1 + SEEN_KEY_MAX];
+	int rc;
+
+	put_be32(prefix, qid);
+	rc = sl_cat_each(t, SL_TABLE_QSEENTS, prefix, 4, purge_each, &pg);
+	if (rc == 1)
+		rc = pg.err;
+	for (size_t i = 0; rc == 0 && i < pg.n; i++) {
+		memcpy(sk, pg.keys[i], 4);
+		memcpy(sk + 4, pg.keys[i] + 12, pg.lens[i] - 12);
+		if ((rc = sl_cat_del(t, SL_TABLE_QSEEN, sk, pg.lens[i] - 8)) == 0)
+			rc = sl_cat_del(t, SL_TABLE_QSEENTS, pg.keys[i], pg.lens[i]);
+	}
+	free(pg.keys);
+	free(pg.lens);
+	return rc;
+}
+
+static bool in_batch(const struct plan *p, const struct seen_key *k)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		struct seen_key o;
+		seen_key(p->qid, p->q, p->files[i].path, &o);
+		if (o.len == k->len && !memcmp(o.k, k->k, k->len))
+			return true;
+	}
+	return false;
+}
+
 static int plan_each(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
 {
 	struct plan *p = ctx;
@@ -225,17 +369,21 @@ static int plan_each(void *ctx, const void *key, size_t klen, const void *val, s
 	seq = get_be64((const unsigned char *)key + 4);
 	memcpy(&id, val, 8);
 	if (seq > p->seq_limit)
-		return 1;
+		return src->latest_first ? 0 : 1; /* landed after the start */
 	if (!p->ignore_caps && src->max_files && p->n >= (uint64_t)src->max_files)
 		return 1;
 	if ((p->rc = fill(p->t, &tmp, id, seq, p->q)))
 		return p->rc == SL_NOTFOUND ? SL_ECORRUPT : p->rc;
 	/*
-	 * Spark's rule: older than the newest file planned so far minus
-	 * maxFileAge is skipped (the first batch takes all).
+	 * Spark's rules: a key already seen (a re-upload after the original
+	 * went) is skipped, and so is a file older than the newest planned so
+	 * far minus maxFileAge (the first batch takes all).
 	 */
-	if (p->maxts && tmp.clock_us < (int64_t)p->maxts - src->max_file_age_us &&
-	    !(src->latest_first && (src->max_files || src->max_bytes))) {
+	struct seen_key sk;
+	seen_key(p->qid, p->q, tmp.path, &sk);
+	bool seen = seen_has(p->t, &sk) || in_batch(p, &sk);
+	if (seen || (p->maxts && tmp.clock_us < (int64_t)p->maxts - src->max_file_age_us &&
+		     !(src->latest_first && (src->max_files || src->max_bytes)))) {
 		struct planned *s = push(&p->skip, &p->nskip, &p->capskip);
 		if (!s)
 			return ENOMEM;
@@ -317,7 +465,9 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 	if ((rc = sl_cat_meta_get(t, key, &p->maxts)))
 		return rc;
 	put_be32(prefix, p->qid);
-	rc = sl_cat_each(t, SL_TABLE_QINDEX, prefix, 4, plan_each, p);
+	/* landing order; latestFirst takes the newest first */
+	rc = (p->q->source.latest_first ? sl_cat_each_rev : sl_cat_each)(t, SL_TABLE_QINDEX,
+									  prefix, 4, plan_each, p);
 	if (rc < 0 || rc > 1)
 		return rc;
 	for (size_t i = 0; i < p->nskip; i++)
@@ -373,6 +523,15 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 		int n = snprintf(meta, sizeof(meta), "{\"id\":\"%s\"}", p->uuid);
 		rc = log_put(t, p->qid, 'm', 0, meta, (size_t)n);
 	}
+	for (size_t i = 0; rc == 0 && i < p->n; i++) {
+		struct seen_key sk;
+		seen_key(p->qid, p->q, p->files[i].path, &sk);
+		rc = seen_add(t, &sk, p->files[i].clock_us);
+	}
+	/* with latestFirst and a cap Spark never purges: maxFileAge is off */
+	const struct sl_source_config *sc = &p->q->source;
+	if (rc == 0 && !(sc->latest_first && (sc->max_files || sc->max_bytes)))
+		rc = seen_purge(t, p->qid, (int64_t)maxts - sc->max_file_age_us);
 	if (rc == 0) {
 		qkey(key, sizeof(key), p->qid, "maxts");
 		rc = sl_cat_meta_put(t, key, maxts);

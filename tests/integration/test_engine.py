@@ -247,3 +247,44 @@ def test_progress_reports(mounts, tmp_path):
     assert first["sources"][0]["startOffset"] is None
     assert first["numInputRows"] == 4 and first["nullCounts"] == {"event_id": 1}
     assert first["inputRowsPerSecond"] == 0.0
+
+
+def sources_paths(m, k):
+    lines = read(m, "checkpoint", "dev", "sources", "0", str(k)).decode().split("\n")[1:]
+    return [json.loads(l)["path"] for l in lines]
+
+
+def test_latest_first_takes_the_newest(mounts, tmp_path):
+    data = str(tmp_path / "lf")
+    write_config(data, {"latestFirst": True, "maxFilesPerTrigger": 1})
+    for name in ("a", "b", "c"):
+        land(data, bundle(str(tmp_path / (name + ".json")), 0, 1))
+    assert run(data).stdout.strip() == "dev: 3 batches, 3 rows"
+    m = mounts.new(data=data)
+    assert [sources_paths(m, k) for k in range(3)] == \
+        [["in/dev/c.json"], ["in/dev/b.json"], ["in/dev/a.json"]]
+
+
+@pytest.mark.allow_stderr(r".")
+def test_relanded_seen_path_is_skipped_and_deletable(mounts, data, tmp_path):
+    a = bundle(str(tmp_path / "a.json"), 0, 2)
+    land(data, a)
+    assert run(data).stdout.strip() == "dev: 1 batches, 2 rows"
+    m = mounts.new(data=data)
+    os.unlink(os.path.join(m.inp("dev"), "a.json"))  # committed: deletable
+    m.unmount()
+    land(data, a)  # the same path again, e.g. a resend after cleanup
+    assert run(data).stdout.strip() == "dev: 0 batches, 0 rows"
+    m = mounts.remount(m)
+    last = json.loads(read(m, "status", "dev.json"))
+    assert last["batchId"] == 0  # no new batch
+    os.unlink(os.path.join(m.inp("dev"), "a.json"))  # skipped: deletable too
+
+
+def test_file_name_only_keys_the_seen_set_by_name(tmp_path):
+    data = str(tmp_path / "fno")
+    write_config(data, {"fileNameOnly": True})
+    x1 = bundle(str(tmp_path / "x.json"), 0, 1)
+    land(data, x1, to="dev/date=1")
+    land(data, x1, to="dev/date=2")
+    assert run(data).stdout.strip() == "dev: 1 batches, 1 rows"
