@@ -741,6 +741,18 @@ static int commit_apply(struct sl_txn *t, void *arg)
 	for (size_t i = 0; i < p->n; i++)
 		if ((rc = sl_sources_release(t, p->qid, p->files[i].id)))
 			return rc;
+	/* cleanSource intents, carried out right after this commit */
+	if (c->q->source.clean != SL_CLEAN_OFF && p->n) {
+		uint64_t *ids = malloc(p->n * 8);
+		if (!ids)
+			return ENOMEM;
+		for (size_t i = 0; i < p->n; i++)
+			ids[i] = p->files[i].id;
+		rc = log_put(t, p->qid, 'x', p->batch, ids, p->n * 8);
+		free(ids);
+		if (rc)
+			return rc;
+	}
 	static const char commit_text[] = "v1\n{\"nextBatchWatermarkMs\":0}";
 	if ((rc = log_put(t, p->qid, 'c', p->batch, commit_text, sizeof(commit_text) - 1)))
 		return rc;
@@ -832,6 +844,75 @@ static void unstage(struct sl_land *l, const struct out_part *out, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if (!out[i].data && out[i].id)
 			sl_blob_unlink(sl_land_blobs(l), out[i].id);
+}
+
+/* ---- cleanSource ---- */
+
+struct intents {
+	uint64_t batches[64];
+	size_t n;
+};
+
+static int collect_intent(void *ctx, uint64_t n, size_t len)
+{
+	struct intents *in = ctx;
+	(void)len;
+	in->batches[in->n++] = n;
+	return in->n == 64 ? 1 : 0;
+}
+
+static int intent_del_apply(struct sl_txn *t, void *arg)
+{
+	const uint64_t *a = arg; /* qid, batch */
+	unsigned char k[13];
+	log_key(k, (uint32_t)a[0], 'x', a[1]);
+	return sl_cat_del(t, SL_TABLE_QLOG, k, sizeof(k));
+}
+
+/*
+ * Carries out the query's cleanSource intents (idempotent), oldest first;
+ * at start this redoes what a crash interrupted.
+ */
+static int clean_pending(struct sl_land *l, const struct sl_query_config *q, uint32_t qid)
+{
+	struct sl_catalog *cat = sl_land_catalog(l);
+	struct intents in;
+	int rc;
+
+	do {
+		struct sl_txn *t;
+		in.n = 0;
+		if ((rc = sl_catalog_read(cat, &t)))
+			return rc;
+		rc = sl_engine_checkpoint_each(t, qid, 'x', collect_intent, &in);
+		sl_txn_end(t);
+		if (rc < 0 || rc > 1)
+			return rc;
+		for (size_t k = 0; k < in.n; k++) {
+			const void *v;
+			size_t len;
+			uint64_t *ids = NULL;
+			if ((rc = sl_catalog_read(cat, &t)))
+				return rc;
+			rc = sl_engine_checkpoint_get(t, qid, 'x', in.batches[k], &v, &len);
+			if (rc == 0 && (len % 8 || !(ids = malloc(len ? len : 1))))
+				rc = len % 8 ? SL_ECORRUPT : ENOMEM;
+			if (rc == 0)
+				memcpy(ids, v, len);
+			sl_txn_end(t);
+			/* with cleanSource turned off since, the intent is dropped */
+			if (rc == 0 && q->source.clean != SL_CLEAN_OFF)
+				rc = sl_land_clean(l, ids, len / 8, q->source.clean == SL_CLEAN_ARCHIVE);
+			free(ids);
+			SL_FAULT("engine.during_clean");
+			uint64_t a[2] = {qid, in.batches[k]};
+			if (rc == 0)
+				rc = sl_catalog_write(cat, intent_del_apply, a);
+			if (rc)
+				return rc;
+		}
+	} while (in.n == 64);
+	return 0;
 }
 
 /* ---- progress ---- */
@@ -976,6 +1057,9 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		r->batches++;
 		r->rows += st->lines;
 		r->malformed += st->malformed;
+		if (p->q->source.clean != SL_CLEAN_OFF && (rc = clean_pending(l, p->q, p->qid)))
+			snprintf(r->error, sizeof(r->error), "cannot clean the sources of batch %" PRIu64
+				 ": %s", p->batch, sl_strerror(rc));
 	}
 	if (pin)
 		sl_land_unpin(l, pin);
@@ -1012,6 +1096,11 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 	sl_txn_end(t);
 	if (rc)
 		return rc;
+	/* cleanSource interrupted by a crash is redone first */
+	if ((rc = clean_pending(l, q, p.qid))) {
+		snprintf(r->error, sizeof(r->error), "cannot clean sources: %s", sl_strerror(rc));
+		return rc;
+	}
 	make_uuid(p.uuid);
 	make_uuid(p.run_id);
 	if ((rc = sl_decoder_new(q, &dec)))

@@ -139,6 +139,21 @@ void sl_land_counters(struct sl_land *l, struct sl_land_counters *out);
 int sl_land_pin(struct sl_land *l, uint64_t id);
 void sl_land_unpin(struct sl_land *l, uint64_t id);
 
+/*
+ * cleanSource: the landed files ids leave in/: deleted, or with archive
+ * moved to archive/ at their in/-relative path (an existing name there is
+ * kept; the newcomer is suffixed ~<id>). Files cleaned already are skipped,
+ * so an interrupted clean can simply be redone.
+ */
+int sl_land_clean(struct sl_land *l, const uint64_t *ids, size_t n, bool archive);
+
+/*
+ * Calls fn(ctx, parent, name) after core removed a name the kernel may have
+ * cached (cleanSource). fn must not block on the file system.
+ */
+void sl_land_set_change(struct sl_land *l,
+			void (*fn)(void *ctx, uint64_t parent, const char *name), void *ctx);
+
 /* The catalog and blobs behind l, for the engine (borrowed until close). */
 struct sl_catalog *sl_land_catalog(struct sl_land *l);
 struct sl_blobs *sl_land_blobs(struct sl_land *l);

@@ -32,6 +32,8 @@ struct sl_land {
 	bool counters_dirty;        /* guarded by mu */
 	void (*on_land)(void *ctx); /* a file landed (engine wake-up) */
 	struct sl_sources *sources; /* the queries' indexes, filled at landing */
+	void (*on_change)(void *ctx, uint64_t parent, const char *name); /* a name left */
+	void *on_change_ctx;
 	uint64_t pins[8];           /* ids the engine uses, uncommitted (guarded by mu) */
 	void *on_land_ctx;
 };

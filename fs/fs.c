@@ -34,8 +34,21 @@
 #define LONG_TIMEOUT 86400.0  /* landed files and folders: immutable or ours */
 #define SHORT_TIMEOUT 1.0     /* in-flight entries: a poisoned name may vanish */
 
+/* A name core removed, for the kernel to forget (drained by the notifier). */
+struct inval {
+	uint64_t parent;
+	char *name;
+	struct inval *next;
+};
+
 struct fs {
 	const struct sl_fs_args *args;
+	pthread_mutex_t inval_mu;
+	pthread_cond_t inval_cv;
+	struct inval *invals;      /* pending, newest first */
+	bool inval_stop;
+	pthread_t inval_thread;
+	bool inval_running;
 	struct sl_land *land;
 	struct fuse_session *se;
 	struct sl_config *config;  /* sluice.json, loaded in init */
@@ -204,6 +217,54 @@ static void reply_entry(fuse_req_t req, const struct sl_attr *a, bool cache)
 	fuse_reply_entry(req, &e);
 }
 
+/*
+ * core's change callback: queue the name; the notifier thread tells the
+ * kernel (a notify must not run inside a request that holds kernel locks).
+ */
+static void fs_changed(void *ctx, uint64_t parent, const char *name)
+{
+	struct fs *fs = ctx;
+	struct inval *iv = malloc(sizeof(*iv));
+
+	if (!iv || !(iv->name = strdup(name))) {
+		free(iv);
+		return; /* the entry then expires by its timeout */
+	}
+	iv->parent = parent;
+	pthread_mutex_lock(&fs->inval_mu);
+	iv->next = fs->invals;
+	fs->invals = iv;
+	pthread_cond_signal(&fs->inval_cv);
+	pthread_mutex_unlock(&fs->inval_mu);
+}
+
+static void *inval_main(void *arg)
+{
+	struct fs *fs = arg;
+
+	pthread_mutex_lock(&fs->inval_mu);
+	for (;;) {
+		while (!fs->invals && !fs->inval_stop)
+			pthread_cond_wait(&fs->inval_cv, &fs->inval_mu);
+		struct inval *list = fs->invals;
+		fs->invals = NULL;
+		if (!list && fs->inval_stop)
+			break;
+		pthread_mutex_unlock(&fs->inval_mu);
+		while (list) {
+			struct inval *next = list->next;
+			fuse_lowlevel_notify_inval_entry(fs->se, list->parent, list->name,
+							 strlen(list->name));
+			free(list->name);
+			free(list);
+			list = next;
+		}
+		pthread_mutex_lock(&fs->inval_mu);
+	}
+	pthread_mutex_unlock(&fs->inval_mu);
+	return NULL;
+}
+
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs *fs = userdata;
@@ -245,6 +306,13 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		sl_land_close(fs->land);
 		fs->land = NULL;
 	}
+	if (rc == 0) {
+		pthread_mutex_init(&fs->inval_mu, NULL);
+		pthread_cond_init(&fs->inval_cv, NULL);
+		fs->inval_running = pthread_create(&fs->inval_thread, NULL, inval_main, fs) == 0;
+		if (fs->inval_running)
+			sl_land_set_change(fs->land, fs_changed, fs);
+	}
 	if (rc == 0 && (rc = sl_engine_start(fs->land, fs->config, &fs->engine)) == 0)
 		sl_land_set_wakeup(fs->land, sl_engine_wake, fs->engine);
 	if (rc) {
@@ -261,8 +329,18 @@ static void fs_destroy(void *userdata)
 	/* the engine first: its batches write through the catalog */
 	sl_engine_stop(fs->engine);
 	fs->engine = NULL;
-	if (fs->land)
+	if (fs->land) {
 		sl_land_set_wakeup(fs->land, NULL, NULL);
+		sl_land_set_change(fs->land, NULL, NULL);
+	}
+	if (fs->inval_running) {
+		pthread_mutex_lock(&fs->inval_mu);
+		fs->inval_stop = true;
+		pthread_cond_signal(&fs->inval_cv);
+		pthread_mutex_unlock(&fs->inval_mu);
+		pthread_join(fs->inval_thread, NULL);
+		fs->inval_running = false;
+	}
 	sl_land_close(fs->land);
 	fs->land = NULL;
 	sl_config_free(fs->config);

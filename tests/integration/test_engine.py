@@ -288,3 +288,72 @@ def test_file_name_only_keys_the_seen_set_by_name(tmp_path):
     land(data, x1, to="dev/date=1")
     land(data, x1, to="dev/date=2")
     assert run(data).stdout.strip() == "dev: 1 batches, 1 rows"
+
+
+def test_clean_source_delete_and_archive(mounts, tmp_path):
+    d1 = str(tmp_path / "del")
+    write_config(d1, {"cleanSource": "delete"})
+    land(d1, bundle(str(tmp_path / "a.json"), 0, 2), bundle(str(tmp_path / "b.json"), 2, 2))
+    run(d1)
+    m = mounts.new(data=d1)
+    assert os.listdir(m.inp("dev")) == []
+    assert len(out_rows(m)) == 4
+    assert m.landing()["filesLanded"] == 2  # landed files stay counted
+    m.unmount()
+
+    d2 = str(tmp_path / "arc")
+    write_config(d2, {"cleanSource": "archive", "maxFileAge": "0"})
+    a = bundle(str(tmp_path / "a.json"), 0, 1)
+    land(d2, a, to="dev/date=1")
+    run(d2)
+    m = mounts.new(data=d2)
+    assert os.listdir(m.inp("dev", "date=1")) == []
+    arch = os.path.join(m.mnt, "archive", "dev", "date=1")
+    assert os.listdir(arch) == ["a.json"]
+    assert open(os.path.join(arch, "a.json"), "rb").read() == open(a, "rb").read()
+    m.unmount()
+    # a newer file moves the seen set's purge past a.json (maxFileAge 0)...
+    land(d2, bundle(str(tmp_path / "b.json"), 3, 1), to="dev/date=2")
+    assert run(d2).stdout.strip() == "dev: 1 batches, 1 rows"
+    # ...so the same name lands and runs again: the archived one keeps its
+    # name, the newcomer is suffixed
+    a2 = bundle(str(tmp_path / "a.json"), 5, 1)
+    land(d2, a2, to="dev/date=1")
+    assert run(d2).stdout.strip() == "dev: 1 batches, 1 rows"
+    m = mounts.remount(m)
+    names = sorted(os.listdir(arch))
+    assert names[0] == "a.json" and names[1].startswith("a.json~"), names
+    # archive/ can be emptied: unlink and rmdir of empty folders
+    for n in names:
+        os.unlink(os.path.join(arch, n))
+    os.rmdir(arch)
+    util.expect_errno(30, os.mkdir, os.path.join(m.mnt, "archive", "x"))  # EROFS
+
+
+def test_clean_source_in_a_mount_forgets_cached_names(mounts, tmp_path):
+    data = str(tmp_path / "data")
+    write_config(data, {"cleanSource": "delete"})
+    m = mounts.new(data=data)
+    os.mkdir(m.inp("dev"))
+    with open(m.inp("dev", "a.json"), "w") as f:
+        f.write('{"event_id":"a"}\n')
+    os.stat(m.inp("dev", "a.json"))  # the kernel caches the landed entry
+    util.wait_for(lambda: not os.path.exists(m.inp("dev", "a.json")), 10,
+                  "the cleaned name to go")
+    assert os.listdir(m.inp("dev")) == []
+
+
+def test_interrupted_clean_is_redone(mounts, tmp_path):
+    if "(faults)" not in util.sluice("--version").stdout:
+        pytest.skip("built without -Dfaults=true")
+    data = str(tmp_path / "data")
+    write_config(data, {"cleanSource": "delete", "maxFilesPerTrigger": 1})
+    land(data, *[bundle(str(tmp_path / ("b%d.json" % i)), i, 1) for i in range(3)])
+    env = dict(os.environ, SLUICE_FAULT="engine.during_clean:1")
+    p = subprocess.run([util.sluice_bin(), "run", "--available-now", data], env=env,
+                       capture_output=True, timeout=60)
+    assert p.returncode == 86
+    assert run(data).returncode == 0
+    m = mounts.new(data=data)
+    assert os.listdir(m.inp("dev")) == []
+    assert len(out_rows(m)) == 3
