@@ -642,7 +642,10 @@ static int decode_all(struct sl_land *l, const struct plan *p, struct sl_decoder
 			free(data);
 			if (rc) {
 				snprintf(r->error, sizeof(r->error), "cannot decompress 'in/%.300s': %s",
-					 f->path, sl_strerror(rc));
+					 f->path,
+					 rc == SL_ECORRUPT ? "not valid zstd data (corrupt or truncated)"
+					 : rc == EFBIG	   ? "it expands beyond 4 GiB"
+							   : sl_strerror(rc));
 				break;
 			}
 			data = plain;
