@@ -140,9 +140,6 @@ int sl_datadir_open(const char *path, unsigned flags, struct sl_datadir **out, c
 			goto free_d;
 		}
 	}
-	/* idempotent: also completes a layout a crash cut short */
-	if ((flags & SL_DATADIR_CREATE) && (rc = create_layout(path)))
-		goto free_d;
 	*out = d;
 	return 0;
 
@@ -152,6 +149,12 @@ free_d:
 	free(d->path);
 	free(d);
 	return rc;
+}
+
+int sl_datadir_create(struct sl_datadir *d)
+{
+	/* idempotent: also completes a layout a crash cut short */
+	return create_layout(d->path);
 }
 
 void sl_datadir_close(struct sl_datadir *d)

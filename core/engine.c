@@ -646,6 +646,9 @@ static int decode_all(struct sl_land *l, const struct plan *p, struct sl_decoder
 					 rc == SL_ECORRUPT ? "not valid zstd data (corrupt or truncated)"
 					 : rc == EFBIG	   ? "it expands beyond 4 GiB"
 							   : sl_strerror(rc));
+				/* bad input, not a passing failure: the query stops, no retry */
+				if (rc == SL_ECORRUPT || rc == EFBIG)
+					rc = SL_EMALFORMED;
 				break;
 			}
 			data = plain;

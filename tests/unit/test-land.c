@@ -24,6 +24,10 @@ static struct sl_land *open_land(const char *dir, const struct sl_land_opts *o,
 
 	if (sl_datadir_open(dir, SL_DATADIR_LOCK | SL_DATADIR_CREATE, d, &what))
 		return NULL;
+	if (sl_datadir_create(*d)) {
+		sl_datadir_close(*d);
+		return NULL;
+	}
 	if (sl_land_open(dir, o, &l) || sl_land_start(l)) {
 		sl_datadir_close(*d);
 		return NULL;
@@ -252,6 +256,7 @@ static void test_second_process_locked_out(void)
 	const char *what;
 
 	CHECK_OK(sl_datadir_open(dir, SL_DATADIR_LOCK | SL_DATADIR_CREATE, &d, &what));
+	CHECK_OK(sl_datadir_create(d));
 	pid_t pid = fork();
 	if (pid == 0)
 		_exit(sl_datadir_open(dir, SL_DATADIR_LOCK, &d2, &what) == SL_ELOCKED ? 0 : 1);
