@@ -162,6 +162,7 @@ struct planned {
 };
 
 struct plan {
+	const volatile bool *stop; /* set by an unmount: abandon the batch */
 	const struct sl_query_config *q;
 	uint32_t qid;
 	char run_id[40];         /* this run's id, for progress reports */
@@ -630,6 +631,12 @@ static int decode_all(struct sl_land *l, const struct plan *p, struct sl_decoder
 		char *data = NULL;
 		size_t len = 0;
 
+		if (p->stop && *p->stop) {
+			/* an unmount: the batch is replayed from its offsets at the next start */
+			snprintf(r->error, sizeof(r->error), "batch %" PRIu64 " abandoned by the unmount",
+				 p->batch);
+			return ECANCELED;
+		}
 		if ((rc = read_bytes(l, f->id, &data, &len))) {
 			snprintf(r->error, sizeof(r->error), "cannot read 'in/%.300s': %s", f->path,
 				 sl_strerror(rc));
@@ -765,6 +772,22 @@ static int commit_apply(struct sl_txn *t, void *arg)
 	qkey(key, sizeof(key), p->qid, "rows");
 	if ((rc = sl_cat_meta_put(t, key, c->rows)))
 		return rc;
+	/* the checkpoint keeps the last 100 batches (Spark's minBatchesToRetain) */
+	if (p->batch >= 100) {
+		static const char kinds[] = {'o', 'c', 'b'};
+		for (size_t i = 0; i < sizeof(kinds); i++) {
+			unsigned char ok[13];
+			log_key(ok, p->qid, kinds[i], p->batch - 100);
+			if ((rc = sl_cat_del(t, SL_TABLE_QLOG, ok, sizeof(ok))))
+				return rc;
+		}
+	}
+	if (p->k >= 100) {
+		unsigned char sk[13];
+		log_key(sk, p->qid, 's', p->k - 100);
+		if ((rc = sl_cat_del(t, SL_TABLE_QLOG, sk, sizeof(sk))))
+			return rc;
+	}
 	/* the last 100 progress reports, like Spark's recentProgress */
 	if (c->progress &&
 	    (rc = log_put(t, p->qid, 'p', p->batch, c->progress, c->progress_len)))
@@ -1081,7 +1104,8 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 			const struct sl_engine_limits *lim, struct sl_engine_report *r)
 {
 	struct sl_catalog *cat = sl_land_catalog(l);
-	struct plan p = {.q = q, .seq_limit = lim->seq_limit, .ignore_caps = lim->ignore_caps};
+	struct plan p = {.q = q, .seq_limit = lim->seq_limit, .ignore_caps = lim->ignore_caps,
+			 .stop = lim->stop};
 	uint64_t done = 0;
 	struct sl_decoder *dec = NULL;
 	struct sl_decode_stats st;

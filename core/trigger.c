@@ -94,6 +94,8 @@ static void *query_main(void *arg)
 		struct sl_engine_report r = {.query = q->name};
 		int rc = sl_engine_run_query(e->l, q, &lim, &r);
 
+		if (rc == ECANCELED)
+			break; /* the unmount abandoned the batch: it replays at the next start */
 		if (rc == SL_EMALFORMED || rc == ENOTSUP) {
 			/* stopped: lastError stays until a change the checkpoint survives */
 			sl_log(SL_LOG_ERR, "query '%s' stopped: %s", q->name, r.error);

@@ -357,3 +357,22 @@ def test_interrupted_clean_is_redone(mounts, tmp_path):
     m = mounts.new(data=data)
     assert os.listdir(m.inp("dev")) == []
     assert len(out_rows(m)) == 3
+
+
+def test_checkpoint_keeps_the_last_100_batches(mounts, tmp_path):
+    data = str(tmp_path / "ret")
+    write_config(data, {"maxFilesPerTrigger": 1})
+    files = []
+    for i in range(103):
+        p = tmp_path / ("f%03d.json" % i)
+        p.write_text('{"event_id":"%d"}\n' % i)
+        files.append(str(p))
+    land(data, *files)
+    assert run(data).stdout.strip() == "dev: 103 batches, 103 rows"
+    m = mounts.new(data=data)
+    ck = os.path.join(m.mnt, "checkpoint", "dev")
+    for d in ("offsets", "commits", os.path.join("sources", "0")):
+        names = sorted(int(n) for n in os.listdir(os.path.join(ck, d)))
+        assert names == list(range(3, 103)), (d, names[:3], names[-3:])
+    assert len(read(m, "status", "dev.jsonl").decode().splitlines()) == 100
+    assert len(os.listdir(os.path.join(m.mnt, "out", "dev"))) == 103  # out/ keeps all
