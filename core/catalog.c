@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bytes.h"
 #include "catalog.h"
 #include "err.h"
 #include "fault.h"
@@ -113,22 +114,6 @@ static int map_rc(int rc)
 	case MDB_MAP_RESIZED: return EAGAIN;
 	}
 	return rc > 0 ? rc : EIO;
-}
-
-static void put_be64(unsigned char *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (unsigned char)v;
-		v >>= 8;
-	}
-}
-
-static uint64_t get_be64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
 }
 
 static int open_dbs(struct sl_catalog *cat, bool create)

@@ -24,6 +24,7 @@
 
 #include "batch.h"
 #include "blob.h"
+#include "bytes.h"
 #include "catalog.h"
 #include "codec.h"
 #include "config.h"
@@ -44,26 +45,6 @@ static int64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-	for (int i = 3; i >= 0; i--, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-static void put_be64(unsigned char *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-static uint64_t get_be64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
 }
 
 static void log_key(unsigned char k[13], uint32_t qid, char kind, uint64_t n)

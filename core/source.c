@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "catalog.h"
 #include "err.h"
 #include "source.h"
@@ -63,23 +64,6 @@ struct sl_sources {
 	struct query *q;
 	size_t n;
 };
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-	for (int i = 3; i >= 0; i--, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-static void put_be64(unsigned char *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-static uint32_t get_be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 /* The in/-relative path of landed file i; ENOENT when it is not under in/. */
 int sl_sources_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len)
