@@ -46,9 +46,6 @@ int cmd_land(int argc, char **argv)
 						 {"to", required_argument, NULL, 't'},
 						 {NULL, 0, NULL, 0}};
 	const char *to = NULL;
-	struct sl_config *cfg;
-	struct sl_datadir *d;
-	struct sl_land *l;
 	int c, rc, failed = 0;
 
 	use_stderr_log();
@@ -73,19 +70,11 @@ int cmd_land(int argc, char **argv)
 		die_msg("land", "--to '%s' leaves in/", to);
 		return SL_EXIT_USAGE;
 	}
-	rc = open_datadir("land", argv[optind], SL_DATADIR_LOCK | SL_DATADIR_CREATE, &d, &cfg);
-	if (rc)
+	struct session ss;
+	if ((rc = session_open("land", argv[optind], &ss)))
 		return rc;
-	struct sl_land_opts lo = {.config = cfg};
-	rc = sl_land_open(argv[optind], &lo, &l);
-	if (rc) {
-		die_msg("land", "cannot open catalog of '%s': %s", argv[optind], sl_strerror(rc));
-		sl_config_free(cfg);
-		sl_datadir_close(d);
-		return SL_EXIT_FAILURE;
-	}
 	for (int i = optind + 1; i < argc; i++) {
-		rc = sl_land_local(l, argv[i], to);
+		rc = sl_land_local(ss.l, argv[i], to);
 		if (rc == 0)
 			continue;
 		failed++;
@@ -99,8 +88,6 @@ int cmd_land(int argc, char **argv)
 		else
 			die_msg("land", "cannot land '%s': %s", argv[i], sl_strerror(rc));
 	}
-	sl_land_close(l);
-	sl_config_free(cfg);
-	sl_datadir_close(d);
+	session_close(&ss);
 	return failed ? SL_EXIT_FAILURE : SL_EXIT_OK;
 }

@@ -47,9 +47,6 @@ int cmd_run(int argc, char **argv)
 						 {"available-now", no_argument, NULL, 'a'},
 						 {NULL, 0, NULL, 0}};
 	bool available_now = false, failed = false;
-	struct sl_config *cfg;
-	struct sl_datadir *d;
-	struct sl_land *l;
 	int c, rc;
 
 	use_stderr_log();
@@ -74,20 +71,10 @@ int cmd_run(int argc, char **argv)
 		die_msg("run", "--available-now is required (other triggers run in a mount)");
 		return SL_EXIT_USAGE;
 	}
-	rc = open_datadir("run", argv[optind], SL_DATADIR_LOCK | SL_DATADIR_CREATE, &d, &cfg);
-	if (rc)
+	struct session ss;
+	if ((rc = session_open("run", argv[optind], &ss)))
 		return rc;
-	struct sl_land_opts lo = {.config = cfg};
-	rc = sl_land_open(argv[optind], &lo, &l);
-	if (rc) {
-		die_msg("run", "cannot open catalog of '%s': %s", argv[optind], sl_strerror(rc));
-		sl_config_free(cfg);
-		sl_datadir_close(d);
-		return SL_EXIT_FAILURE;
-	}
-	sl_engine_run_available_now(l, cfg, report, &failed);
-	sl_land_close(l);
-	sl_config_free(cfg);
-	sl_datadir_close(d);
+	sl_engine_run_available_now(ss.l, ss.cfg, report, &failed);
+	session_close(&ss);
 	return failed ? SL_EXIT_FAILURE : SL_EXIT_OK;
 }

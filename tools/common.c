@@ -2,10 +2,12 @@
 /* Helpers shared by the subcommands. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "datadir.h"
 #include "err.h"
 #include "json.h"
+#include "land.h"
 #include "log.h"
 #include "sluice.h"
 
@@ -76,4 +78,32 @@ int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_da
 	else
 		sl_config_free(cfg);
 	return 0;
+}
+
+int session_open(const char *cmd, const char *path, struct session *s)
+{
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	rc = open_datadir(cmd, path, SL_DATADIR_LOCK | SL_DATADIR_CREATE, &s->d, &s->cfg);
+	if (rc)
+		return rc;
+	struct sl_land_opts lo = {.config = s->cfg};
+	rc = sl_land_open(path, &lo, &s->l);
+	if (rc) {
+		die_msg(cmd, "cannot open catalog of '%s': %s", path, sl_strerror(rc));
+		sl_config_free(s->cfg);
+		sl_datadir_close(s->d);
+		memset(s, 0, sizeof(*s));
+		return rc == SL_ECORRUPT || rc == SL_EVERSION ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
+	}
+	return 0;
+}
+
+void session_close(struct session *s)
+{
+	sl_land_close(s->l);
+	sl_config_free(s->cfg);
+	sl_datadir_close(s->d);
+	memset(s, 0, sizeof(*s));
 }

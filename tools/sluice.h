@@ -35,6 +35,22 @@ struct sl_config;
 int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_datadir **out,
 		 struct sl_config **cfg);
 
+struct sl_land;
+
+/* A data dir opened for work: locked, its config loaded, its catalog open. */
+struct session {
+	struct sl_datadir *d;
+	struct sl_config *cfg;
+	struct sl_land *l;
+};
+
+/*
+ * Opens (locking, creating) the data dir, loads its config and opens its
+ * catalog (recovering). Returns 0 or an exit code, having printed one line.
+ */
+int session_open(const char *cmd, const char *path, struct session *s);
+void session_close(struct session *s);
+
 /* Installs the stderr log handler for core. */
 void use_stderr_log(void);
 
