@@ -1117,3 +1117,62 @@ int sl_cat_each_rev(struct sl_txn *t, enum sl_table tb, const void *prefix, size
 		return stop;
 	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
 }
+
+int sl_cat_inode_each(struct sl_txn *t, int (*fn)(void *ctx, const struct sl_inode *i),
+		      void *ctx)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	int rc, stop = 0;
+
+	rc = mdb_cursor_open(t->txn, t->cat->inode, &cur);
+	if (rc)
+		return map_rc(rc);
+	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		struct sl_inode i;
+		if (key.mv_size != 8) {
+			stop = SL_ECORRUPT;
+			break;
+		}
+		if ((stop = sl_cat_inode_get(t, get_be64(key.mv_data), &i)))
+			break;
+		if ((stop = fn(ctx, &i)))
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (stop)
+		return stop;
+	return rc == MDB_NOTFOUND ? 0 : map_rc(rc);
+}
+
+int sl_cat_dirent_all(struct sl_txn *t,
+		      int (*fn)(void *ctx, uint64_t parent, const char *name, uint64_t id),
+		      void *ctx)
+{
+	char name[SL_NAME_MAX + 1];
+	MDB_cursor *cur;
+	MDB_val key, val;
+	int rc, stop = 0;
+
+	rc = mdb_cursor_open(t->txn, t->cat->dirent, &cur);
+	if (rc)
+		return map_rc(rc);
+	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		uint64_t id;
+		if (key.mv_size < 9 || key.mv_size > 8 + SL_NAME_MAX || val.mv_size != 8) {
+			stop = SL_ECORRUPT;
+			break;
+		}
+		memcpy(name, (const char *)key.mv_data + 8, key.mv_size - 8);
+		name[key.mv_size - 8] = 0;
+		memcpy(&id, val.mv_data, 8);
+		if ((stop = fn(ctx, get_be64(key.mv_data), name, id)))
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (stop)
+		return stop;
+	return rc == MDB_NOTFOUND ? 0 : map_rc(rc);
+}

@@ -193,6 +193,13 @@ int sl_cat_each_rev(struct sl_txn *txn, enum sl_table t, const void *prefix, siz
 		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val,
 			      size_t vlen),
 		    void *ctx);
+/* Every inode, in id order (for `sluice check`). */
+int sl_cat_inode_each(struct sl_txn *txn, int (*fn)(void *ctx, const struct sl_inode *i),
+		      void *ctx);
+/* Every dirent of every folder (for `sluice check`). */
+int sl_cat_dirent_all(struct sl_txn *txn,
+		      int (*fn)(void *ctx, uint64_t parent, const char *name, uint64_t id),
+		      void *ctx);
 /* Landing order, for building a new query's index: fn(ctx, seq, id). */
 int sl_cat_landed_each(struct sl_txn *txn, int (*fn)(void *ctx, uint64_t seq, uint64_t id),
 		       void *ctx);

@@ -14,7 +14,8 @@ static const struct {
 	{"mount", cmd_mount, "mount a data dir and run its queries"},
 	{"run", cmd_run, "run every query over what has landed, then exit (--available-now)"},
 	{"land", cmd_land, "land local files into a data dir without a mount"},
-	{"status", cmd_status, "show landing counters (works while mounted)"},
+	{"status", cmd_status, "show landing counters and queries (works while mounted)"},
+	{"check", cmd_check, "verify that the catalog and the blobs agree"},
 };
 
 static void usage(FILE *f)
@@ -22,7 +23,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: sluice <command> [options]\n\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n'sluice <command> --help' describes a command. Not yet available: check.\n"
+	fprintf(f, "\n'sluice <command> --help' describes a command.\n"
 		   "Exit codes: 0 ok, 1 runtime failure, 2 misuse, 3 data dir in use,\n"
 		   "4 not a sluice data dir or invalid config.\n");
 }

@@ -20,6 +20,7 @@ int cmd_mount(int argc, char **argv);
 int cmd_mount_helper(int argc, char **argv); /* called as mount.sluice */
 int cmd_land(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 
 /* Prints "sluice: <cmd>: <message>" on stderr. */

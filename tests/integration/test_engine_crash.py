@@ -90,6 +90,13 @@ def check_exactly_once(mounts, data):
     m = mounts.remount(m)
     blobs = util.count_files(os.path.join(data, "blobs"))
     assert blobs == big_parts + big_inputs, (blobs, big_parts, big_inputs)
+    m.unmount()
+
+
+def check_consistent(data):
+    p = util.sluice("check", data)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines()[-1].endswith("consistent"), p.stdout
 
 
 @pytest.mark.parametrize("point", ["engine.after_offsets", "engine.before_part_fsync",
@@ -106,6 +113,7 @@ def test_fault_points_then_final_run(mounts, tmp_path, point):
         died += rc == 86
     assert died >= 1, "fault point %s never fired" % point
     check_exactly_once(mounts, data)
+    check_consistent(data)
 
 
 def test_random_kill9_then_final_run(mounts, tmp_path):
@@ -114,3 +122,18 @@ def test_random_kill9_then_final_run(mounts, tmp_path):
     for _ in range(12):
         run_once(data, kill_after=rnd.uniform(0.0, 0.08))
     check_exactly_once(mounts, data)
+    check_consistent(data)
+
+
+def test_check_finds_a_missing_blob(tmp_path):
+    data = setup_backlog(tmp_path)
+    rc, out, err = run_once(data)
+    assert rc == 0, err
+    check_consistent(data)
+    blobs = []
+    for dirpath, _, names in os.walk(os.path.join(data, "blobs")):
+        blobs += [os.path.join(dirpath, n) for n in names]
+    os.unlink(sorted(blobs)[0])
+    p = util.sluice("check", data)
+    assert p.returncode == 1
+    assert "its blob is missing" in p.stdout and "problems found" in p.stdout, p.stdout
