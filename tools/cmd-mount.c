@@ -111,6 +111,25 @@ static int parse_o(struct mount_opts *m, char *list)
 	return 0;
 }
 
+/*
+ * With allow_other, other users reach the files: the kernel must check their
+ * permissions, so default_permissions comes along (DESIGN, security).
+ */
+static int enforce_permissions(struct mount_opts *m)
+{
+	bool other = false, perms = false;
+	char *copy = m->fuse_opts ? strdup(m->fuse_opts) : NULL, *save = NULL;
+
+	if (m->fuse_opts && !copy)
+		return ENOMEM;
+	for (char *o = copy ? strtok_r(copy, ",", &save) : NULL; o; o = strtok_r(NULL, ",", &save)) {
+		other |= !strcmp(o, "allow_other");
+		perms |= !strcmp(o, "default_permissions");
+	}
+	free(copy);
+	return other && !perms ? append(&m->fuse_opts, "default_permissions") : 0;
+}
+
 static int check_mountpoint(const char *mnt)
 {
 	struct statfs sfs;
@@ -189,6 +208,11 @@ static int run_mount(struct mount_opts *m)
 	if (m->fake) {
 		sl_datadir_close(d);
 		return SL_EXIT_OK;
+	}
+	if (enforce_permissions(m)) {
+		die_msg("mount", "out of memory");
+		sl_datadir_close(d);
+		return SL_EXIT_FAILURE;
 	}
 	m->fs.opts = m->fuse_opts;
 	rc = sl_fs_main(&m->fs);
