@@ -74,7 +74,8 @@ static inline const char *sl_batch_str(const struct sl_batch *b, size_t row, siz
 {
 	const struct sl_str *s = &b->cols[col].cells[row].s;
 	*len = s->len;
-	return b->arena + s->off;
+	/* a batch whose strings are all empty never allocated its arena */
+	return b->arena ? b->arena + s->off : "";
 }
 
 #endif
