@@ -33,51 +33,7 @@
 
 #define MIN_CASES 40
 
-static char data_dir[PATH_MAX];
-
-/* tests/data/decode: $SLUICE_TEST_DATA (meson sets it), else next to this source file. */
-static int find_data_dir(void)
-{
-	const char *env = getenv("SLUICE_TEST_DATA");
-	char src[PATH_MAX], cand[PATH_MAX + 32];
-	struct stat st;
-
-	if (env) {
-		snprintf(cand, sizeof(cand), "%s/decode", env);
-	} else {
-		snprintf(src, sizeof(src), "%s", __FILE__);
-		*(strrchr(src, '/') ? strrchr(src, '/') : src) = 0;
-		snprintf(cand, sizeof(cand), "%s/../data/decode", src);
-	}
-	if (!realpath(cand, data_dir))
-		return -1;
-	return stat(data_dir, &st);
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf) {
-		buf[n] = 0;
-		if (len)
-			*len = (size_t)n;
-	}
-	return buf;
-}
+#include "testdata.h"
 
 /* A growing text buffer. */
 struct out {
@@ -179,7 +135,7 @@ static int run_case(const char *name)
 {
 	char path[PATH_MAX + 64], serr[256], file_path[1024] = "q/x";
 	char *ddl, *opts, *input, *expected;
-	size_t inlen;
+	size_t inlen = 0;
 	struct sl_query_config q;
 	struct sl_decoder *d = NULL;
 	struct sl_batch b;
@@ -273,7 +229,7 @@ static void test_cases(void)
 	struct dirent *e;
 	int n = 0, failed = 0;
 
-	CHECK(find_data_dir() == 0);
+	CHECK(find_data_dir("decode") == 0);
 	CHECK((dir = opendir(data_dir)) != NULL);
 	while ((e = readdir(dir))) {
 		size_t len = strlen(e->d_name);
