@@ -1035,8 +1035,8 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		rc = ENOMEM;
 	/* ids from here on stay unsettled until the commit: a crash leaves no leak */
 	uint64_t pin = 0;
-	if (rc == 0 && (rc = sl_catalog_next_id(cat, &pin)) == 0)
-		rc = sl_land_pin(l, pin);
+	if (rc == 0 && (rc = sl_catalog_next_id(cat, &pin)) == 0 && sl_land_pin(l, pin))
+		pin = 0; /* all pins taken: a crash now may leave this batch's blobs behind */
 	if (rc == 0)
 		rc = stage_parts(l, p->q, p->batch, parts, nparts, out);
 	char *progress = NULL;

@@ -134,7 +134,7 @@ void sl_land_counters(struct sl_land *l, struct sl_land_counters *out);
 /*
  * Pins id: ids from it on stay unsettled (probed for orphan blobs after a
  * crash) until unpinned. The engine pins a batch's first output id until
- * the batch commits. EBUSY when 8 pins are held already.
+ * the batch commits. EBUSY when 64 pins are held already.
  */
 int sl_land_pin(struct sl_land *l, uint64_t id);
 void sl_land_unpin(struct sl_land *l, uint64_t id);

@@ -34,7 +34,7 @@ struct sl_land {
 	struct sl_sources *sources; /* the queries' indexes, filled at landing */
 	void (*on_change)(void *ctx, uint64_t parent, const char *name); /* a name left */
 	void *on_change_ctx;
-	uint64_t pins[8];           /* ids the engine uses, uncommitted (guarded by mu) */
+	uint64_t pins[64];          /* ids the engine uses, uncommitted (guarded by mu) */
 	void *on_land_ctx;
 };
 
