@@ -471,6 +471,13 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 			continue;
 		}
 		SL_FAULT("catalog.before_commit");
+		int injected = SL_FAULT_ERR("catalog.commit");
+		if (injected) {
+			mdb_txn_abort(t.txn); /* as a commit that failed to reach the disk */
+			pthread_rwlock_unlock(&cat->map_lock);
+			rc = injected;
+			break;
+		}
 		rc = mdb_txn_commit(t.txn);
 		pthread_rwlock_unlock(&cat->map_lock);
 		if (rc == MDB_MAP_FULL) {

@@ -831,6 +831,7 @@ static int stage_parts(struct sl_land *l, const struct sl_query_config *q, uint6
 		int fd;
 		if ((rc = sl_blob_create(sl_land_blobs(l), op->id, &fd)))
 			break;
+		rc = SL_FAULT_ERR("blob.write");
 		for (size_t done = 0; rc == 0 && done < parts[i].len;) {
 			ssize_t w = pwrite(fd, (const char *)parts[i].data + done, parts[i].len - done,
 					   (off_t)done);
@@ -840,6 +841,8 @@ static int stage_parts(struct sl_land *l, const struct sl_query_config *q, uint6
 				done += (size_t)w;
 		}
 		SL_FAULT("engine.before_part_fsync");
+		if (rc == 0)
+			rc = SL_FAULT_ERR("blob.fsync");
 		if (rc == 0 && fsync(fd))
 			rc = errno;
 		close(fd);

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fault points: SL_FAULT("name") compiles to nothing unless the build sets
- * -Dfaults=true. Then SLUICE_FAULT="name:N" makes the process _exit(86) at
- * the Nth pass of that point.
+ * Fault points, compiled to nothing unless the build sets -Dfaults=true:
+ * - SL_FAULT("name"): SLUICE_FAULT="name:N" makes the process _exit(86) at
+ *   the Nth pass of that point;
+ * - SL_FAULT_ERR("name"): SLUICE_FAULT_ERR="name:N:ERRNO" (ERRNO a name such
+ *   as ENOSPC, or a number) makes the Nth pass return that errno, which the
+ *   caller treats as the failure of the call it guards (a write, an fsync,
+ *   a commit); every other pass returns 0.
  */
 #ifndef SLUICE_CORE_FAULT_H
 #define SLUICE_CORE_FAULT_H
@@ -11,9 +15,12 @@
 
 #if SL_FAULTS
 void sl_fault_hit(const char *name);
+int sl_fault_err(const char *name);
 #define SL_FAULT(name) sl_fault_hit(name)
+#define SL_FAULT_ERR(name) sl_fault_err(name)
 #else
 #define SL_FAULT(name) ((void)0)
+#define SL_FAULT_ERR(name) 0
 #endif
 
 #endif

@@ -392,6 +392,10 @@ int sl_land_write(struct sl_handle *h, const void *buf, size_t size, off_t off)
 	if ((rc = atomic_load(&n->poison)))
 		return rc;
 	SL_FAULT("land.write");
+	if ((rc = SL_FAULT_ERR("blob.write"))) {
+		land_poison(h->l, n, rc);
+		return rc;
+	}
 	pthread_mutex_lock(&n->dmu);
 	if (n->fd < 0 && end <= SL_INLINE_MAX) {
 		if (end > n->cap) {

@@ -350,6 +350,8 @@ int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t
 	if (rc || r->ino.storage == SL_STORE_INLINE)
 		return rc;
 	SL_FAULT("land.before_blob_fsync");
+	if ((rc = SL_FAULT_ERR("blob.fsync")))
+		return rc;
 	if (fsync(fd))
 		return errno;
 	if (!named) {

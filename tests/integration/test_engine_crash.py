@@ -137,3 +137,41 @@ def test_check_finds_a_missing_blob(tmp_path):
     p = util.sluice("check", data)
     assert p.returncode == 1
     assert "its blob is missing" in p.stdout and "problems found" in p.stdout, p.stdout
+
+
+def test_injected_enospc_on_a_part_then_recovery(mounts, tmp_path):
+    """A batch that cannot write its output fails whole; the next run does it."""
+    if not faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    data = setup_backlog(tmp_path)
+    rc, out, err = run_once(data, env={"SLUICE_FAULT_ERR": "blob.fsync:1:ENOSPC"})
+    assert rc == 1, (out, err)
+    assert "No space left on device" in err, err
+    # nothing committed, the error kept (a mount would run the query itself)
+    st = util.sluice("status", data).stdout.splitlines()[1]
+    assert st.startswith("dev batch=- ") and "No space left" in st, st
+    check_exactly_once(mounts, data)
+    check_consistent(data)
+
+
+@pytest.mark.allow_stderr(r"will not land|No space")
+def test_injected_write_error_poisons_only_that_file(mounts, tmp_path):
+    if not faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    data = str(tmp_path / "data")
+    m = mounts.new(data=data, env=dict(os.environ, SLUICE_FAULT_ERR="blob.write:2:ENOSPC"))
+    names = []
+    failed = []
+    for i in range(4):
+        name = "f%d.json" % i
+        try:
+            with open(m.inp(name), "wb") as f:
+                f.write(b'{"x":%d}\n' % i)
+            names.append(name)
+        except OSError as e:
+            assert e.errno == 28, e
+            failed.append(name)
+    assert failed == ["f1.json"], failed
+    d = m.wait_landed()
+    assert sorted(os.listdir(m.inp())) == sorted(names)
+    assert d["filesLanded"] == 3 and d["refused"].get("ENOSPC") == 1
