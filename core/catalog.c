@@ -900,28 +900,52 @@ int sl_cat_pending_del(struct sl_txn *t, uint64_t id)
 	return del(t, t->cat->pending, k, 8);
 }
 
-int sl_cat_pending_each(struct sl_txn *t, int (*fn)(void *ctx, uint64_t id), void *ctx)
+/*
+ * Calls fn for each entry of dbi whose key starts with prefix (all when plen
+ * is 0), in key order; fn returns non-zero to stop, and that is returned.
+ * Every forward walk over a table goes through here.
+ */
+static int walk(struct sl_txn *t, MDB_dbi dbi, const void *prefix, size_t plen,
+		int (*fn)(void *ctx, const MDB_val *k, const MDB_val *v), void *ctx)
 {
 	MDB_cursor *cur;
-	MDB_val key, val;
+	MDB_val key = {plen, (void *)prefix}, val;
 	int rc, stop = 0;
 
-	rc = mdb_cursor_open(t->txn, t->cat->pending, &cur);
+	rc = mdb_cursor_open(t->txn, dbi, &cur);
 	if (rc)
 		return map_rc(rc);
-	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	for (rc = mdb_cursor_get(cur, &key, &val, plen ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-		if (key.mv_size != 8) {
-			stop = SL_ECORRUPT;
+		if (key.mv_size < plen || memcmp(key.mv_data, prefix, plen))
 			break;
-		}
-		if ((stop = fn(ctx, get_be64(key.mv_data))))
+		if ((stop = fn(ctx, &key, &val)))
 			break;
 	}
 	mdb_cursor_close(cur);
 	if (stop)
 		return stop;
-	return rc == MDB_NOTFOUND ? 0 : map_rc(rc);
+	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
+}
+
+struct pending_walk {
+	int (*fn)(void *ctx, uint64_t id);
+	void *ctx;
+};
+
+static int pending_cb(void *ctx, const MDB_val *k, const MDB_val *v)
+{
+	struct pending_walk *w = ctx;
+	(void)v;
+	if (k->mv_size != 8)
+		return SL_ECORRUPT;
+	return w->fn(w->ctx, get_be64(k->mv_data));
+}
+
+int sl_cat_pending_each(struct sl_txn *t, int (*fn)(void *ctx, uint64_t id), void *ctx)
+{
+	struct pending_walk w = {fn, ctx};
+	return walk(t, t->cat->pending, NULL, 0, pending_cb, &w);
 }
 
 int sl_cat_landed_put(struct sl_txn *t, uint64_t seq, uint64_t id)
@@ -968,35 +992,30 @@ int sl_cat_meta_add(struct sl_txn *t, const char *key, int64_t delta)
 	return sl_cat_meta_put(t, key, v + (uint64_t)delta);
 }
 
+struct meta_walk {
+	int (*fn)(void *ctx, const char *key, uint64_t val);
+	void *ctx;
+};
+
+static int meta_cb(void *ctx, const MDB_val *k, const MDB_val *v)
+{
+	struct meta_walk *w = ctx;
+	char name[128];
+	uint64_t val;
+
+	if (v->mv_size != 8 || k->mv_size >= sizeof(name))
+		return 0;
+	memcpy(name, k->mv_data, k->mv_size);
+	name[k->mv_size] = 0;
+	memcpy(&val, v->mv_data, 8);
+	return w->fn(w->ctx, name, val);
+}
+
 int sl_cat_meta_each(struct sl_txn *t, const char *prefix,
 		     int (*fn)(void *ctx, const char *key, uint64_t val), void *ctx)
 {
-	MDB_cursor *cur;
-	MDB_val key = {strlen(prefix), (void *)prefix}, val;
-	char name[128];
-	size_t plen = strlen(prefix);
-	int rc, stop = 0;
-
-	rc = mdb_cursor_open(t->txn, t->cat->meta, &cur);
-	if (rc)
-		return map_rc(rc);
-	for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); rc == 0;
-	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-		uint64_t v;
-		if (key.mv_size < plen || memcmp(key.mv_data, prefix, plen))
-			break;
-		if (val.mv_size != 8 || key.mv_size >= sizeof(name))
-			continue;
-		memcpy(name, key.mv_data, key.mv_size);
-		name[key.mv_size] = 0;
-		memcpy(&v, val.mv_data, 8);
-		if ((stop = fn(ctx, name, v)))
-			break;
-	}
-	mdb_cursor_close(cur);
-	if (stop)
-		return stop;
-	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
+	struct meta_walk w = {fn, ctx};
+	return walk(t, t->cat->meta, prefix, strlen(prefix), meta_cb, &w);
 }
 
 /* ---- engine tables ---- */
@@ -1028,57 +1047,47 @@ int sl_cat_del(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen)
 	return del(t, t->cat->tables[tb], (void *)key, klen);
 }
 
+struct table_walk {
+	int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen);
+	void *ctx;
+};
+
+static int table_cb(void *ctx, const MDB_val *k, const MDB_val *v)
+{
+	struct table_walk *w = ctx;
+	return w->fn(w->ctx, k->mv_data, k->mv_size, v->mv_data, v->mv_size);
+}
+
 int sl_cat_each(struct sl_txn *t, enum sl_table tb, const void *prefix, size_t plen,
 		int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
 		void *ctx)
 {
-	MDB_cursor *cur;
-	MDB_val key = {plen, (void *)prefix}, val;
-	int rc, stop = 0;
-
+	struct table_walk w = {fn, ctx};
 	if (!t->cat->tables[tb])
 		return 0;
-	rc = mdb_cursor_open(t->txn, t->cat->tables[tb], &cur);
-	if (rc)
-		return map_rc(rc);
-	for (rc = mdb_cursor_get(cur, &key, &val, plen ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
-	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-		if (key.mv_size < plen || memcmp(key.mv_data, prefix, plen))
-			break;
-		if ((stop = fn(ctx, key.mv_data, key.mv_size, val.mv_data, val.mv_size)))
-			break;
-	}
-	mdb_cursor_close(cur);
-	if (stop)
-		return stop;
-	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
+	return walk(t, t->cat->tables[tb], prefix, plen, table_cb, &w);
+}
+
+struct landed_walk {
+	int (*fn)(void *ctx, uint64_t seq, uint64_t id);
+	void *ctx;
+};
+
+static int landed_cb(void *ctx, const MDB_val *k, const MDB_val *v)
+{
+	struct landed_walk *w = ctx;
+	uint64_t id;
+	if (k->mv_size != 8 || v->mv_size != 8)
+		return SL_ECORRUPT;
+	memcpy(&id, v->mv_data, 8);
+	return w->fn(w->ctx, get_be64(k->mv_data), id);
 }
 
 int sl_cat_landed_each(struct sl_txn *t, int (*fn)(void *ctx, uint64_t seq, uint64_t id),
 		       void *ctx)
 {
-	MDB_cursor *cur;
-	MDB_val key, val;
-	int rc, stop = 0;
-
-	rc = mdb_cursor_open(t->txn, t->cat->landed, &cur);
-	if (rc)
-		return map_rc(rc);
-	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
-	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-		uint64_t id;
-		if (key.mv_size != 8 || val.mv_size != 8) {
-			stop = SL_ECORRUPT;
-			break;
-		}
-		memcpy(&id, val.mv_data, 8);
-		if ((stop = fn(ctx, get_be64(key.mv_data), id)))
-			break;
-	}
-	mdb_cursor_close(cur);
-	if (stop)
-		return stop;
-	return rc == MDB_NOTFOUND ? 0 : map_rc(rc);
+	struct landed_walk w = {fn, ctx};
+	return walk(t, t->cat->landed, NULL, 0, landed_cb, &w);
 }
 
 int sl_cat_each_rev(struct sl_txn *t, enum sl_table tb, const void *prefix, size_t plen,
@@ -1125,61 +1134,55 @@ int sl_cat_each_rev(struct sl_txn *t, enum sl_table tb, const void *prefix, size
 	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
 }
 
+struct inode_walk {
+	struct sl_txn *t;
+	int (*fn)(void *ctx, const struct sl_inode *i);
+	void *ctx;
+};
+
+static int inode_cb(void *ctx, const MDB_val *k, const MDB_val *v)
+{
+	struct inode_walk *w = ctx;
+	struct sl_inode i;
+	int rc;
+	(void)v;
+	if (k->mv_size != 8)
+		return SL_ECORRUPT;
+	if ((rc = sl_cat_inode_get(w->t, get_be64(k->mv_data), &i)))
+		return rc;
+	return w->fn(w->ctx, &i);
+}
+
 int sl_cat_inode_each(struct sl_txn *t, int (*fn)(void *ctx, const struct sl_inode *i),
 		      void *ctx)
 {
-	MDB_cursor *cur;
-	MDB_val key, val;
-	int rc, stop = 0;
+	struct inode_walk w = {t, fn, ctx};
+	return walk(t, t->cat->inode, NULL, 0, inode_cb, &w);
+}
 
-	rc = mdb_cursor_open(t->txn, t->cat->inode, &cur);
-	if (rc)
-		return map_rc(rc);
-	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
-	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-		struct sl_inode i;
-		if (key.mv_size != 8) {
-			stop = SL_ECORRUPT;
-			break;
-		}
-		if ((stop = sl_cat_inode_get(t, get_be64(key.mv_data), &i)))
-			break;
-		if ((stop = fn(ctx, &i)))
-			break;
-	}
-	mdb_cursor_close(cur);
-	if (stop)
-		return stop;
-	return rc == MDB_NOTFOUND ? 0 : map_rc(rc);
+struct dirent_walk {
+	int (*fn)(void *ctx, uint64_t parent, const char *name, uint64_t id);
+	void *ctx;
+};
+
+static int dirent_cb(void *ctx, const MDB_val *k, const MDB_val *v)
+{
+	struct dirent_walk *w = ctx;
+	char name[SL_NAME_MAX + 1];
+	uint64_t id;
+
+	if (k->mv_size < 9 || k->mv_size > 8 + SL_NAME_MAX || v->mv_size != 8)
+		return SL_ECORRUPT;
+	memcpy(name, (const char *)k->mv_data + 8, k->mv_size - 8);
+	name[k->mv_size - 8] = 0;
+	memcpy(&id, v->mv_data, 8);
+	return w->fn(w->ctx, get_be64(k->mv_data), name, id);
 }
 
 int sl_cat_dirent_all(struct sl_txn *t,
 		      int (*fn)(void *ctx, uint64_t parent, const char *name, uint64_t id),
 		      void *ctx)
 {
-	char name[SL_NAME_MAX + 1];
-	MDB_cursor *cur;
-	MDB_val key, val;
-	int rc, stop = 0;
-
-	rc = mdb_cursor_open(t->txn, t->cat->dirent, &cur);
-	if (rc)
-		return map_rc(rc);
-	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
-	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-		uint64_t id;
-		if (key.mv_size < 9 || key.mv_size > 8 + SL_NAME_MAX || val.mv_size != 8) {
-			stop = SL_ECORRUPT;
-			break;
-		}
-		memcpy(name, (const char *)key.mv_data + 8, key.mv_size - 8);
-		name[key.mv_size - 8] = 0;
-		memcpy(&id, val.mv_data, 8);
-		if ((stop = fn(ctx, get_be64(key.mv_data), name, id)))
-			break;
-	}
-	mdb_cursor_close(cur);
-	if (stop)
-		return stop;
-	return rc == MDB_NOTFOUND ? 0 : map_rc(rc);
+	struct dirent_walk w = {fn, ctx};
+	return walk(t, t->cat->dirent, NULL, 0, dirent_cb, &w);
 }
