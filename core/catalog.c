@@ -917,7 +917,7 @@ static int walk(struct sl_txn *t, MDB_dbi dbi, const void *prefix, size_t plen,
 		return map_rc(rc);
 	for (rc = mdb_cursor_get(cur, &key, &val, plen ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-		if (key.mv_size < plen || memcmp(key.mv_data, prefix, plen))
+		if (plen && (key.mv_size < plen || memcmp(key.mv_data, prefix, plen)))
 			break;
 		if ((stop = fn(ctx, &key, &val)))
 			break;
