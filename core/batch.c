@@ -119,3 +119,20 @@ void sl_batch_set_null(struct sl_batch *b, size_t row, size_t col)
 {
 	b->cols[col].nulls[row] = 1;
 }
+
+void sl_batch_keep(struct sl_batch *b, const uint8_t *keep)
+{
+	size_t n = 0;
+	for (size_t r = 0; r < b->nrows; r++) {
+		if (!keep[r])
+			continue;
+		if (n != r) {
+			for (size_t c = 0; c < b->schema->n; c++) {
+				b->cols[c].cells[n] = b->cols[c].cells[r];
+				b->cols[c].nulls[n] = b->cols[c].nulls[r];
+			}
+		}
+		n++;
+	}
+	b->nrows = n; /* the arena keeps the dropped rows' strings until the next clear */
+}

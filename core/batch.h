@@ -56,6 +56,8 @@ int sl_batch_add_row(struct sl_batch *b, size_t *row);
 /* Drops the last row (a row found malformed after it was started). */
 void sl_batch_drop_last(struct sl_batch *b);
 
+/* Keeps the rows r with keep[r] != 0, in order, dropping the others. */
+void sl_batch_keep(struct sl_batch *b, const uint8_t *keep);
 /* Setters: the value becomes non-null. Strings are copied into the arena. */
 int sl_batch_set_str(struct sl_batch *b, size_t row, size_t col, const char *s, size_t len);
 void sl_batch_set_int(struct sl_batch *b, size_t row, size_t col, int64_t v);

@@ -11,7 +11,7 @@
  *   data     key: id u64                 value: the bytes of a small file
  *   pending  key: id u64                 value: empty (recorded, not landed)
  *   landed   key: seq u64                value: id u64
- *   queries, qindex, qhold, qlog, qseen, qseents: engine tables (enum sl_table), laid
+ *   queries, qindex, qhold, qlog, qseen, qseents, qstate: engine tables (enum sl_table), laid
  *            out by their owner modules (source.c, engine.c)
  *
  * Inode record:
@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "bytes.h"
@@ -135,7 +136,7 @@ static int open_dbs(struct sl_catalog *cat, bool create)
 		}
 	}
 	static const char *tables[SL_TABLE_COUNT] = {"queries", "qindex", "qhold", "qlog",
-						     "qseen", "qseents"};
+						     "qseen", "qseents", "qstate"};
 	for (size_t i = 0; i < SL_TABLE_COUNT; i++) {
 		rc = mdb_dbi_open(txn, tables[i], create ? MDB_CREATE : 0, &cat->tables[i]);
 		if (rc == MDB_NOTFOUND && !create) {
@@ -414,9 +415,45 @@ static void grow_map(struct sl_catalog *cat)
 }
 
 /*
+ * The errno of a commit that failed to write. LMDB reports a short write as
+ * EIO, and a short write is what a full disk gives (the write takes what
+ * fits): with less than a MiB left, it was ENOSPC.
+ */
+static int commit_errno(struct sl_catalog *cat, int rc)
+{
+	struct statvfs sv;
+	int fd;
+
+	if (rc == EIO && mdb_env_get_fd(cat->env, &fd) == 0 && fstatvfs(fd, &sv) == 0 &&
+	    (unsigned long long)sv.f_bavail * sv.f_frsize < (1ull << 20))
+		return ENOSPC;
+	return map_rc(rc);
+}
+
+static void run_group(struct sl_catalog *cat, struct wreq *group);
+
+/*
+ * After a group's commit failed to write, commits each of its requests on
+ * its own: one request too big for the disk must not fail the small ones
+ * (a publish, a deletion) that rode with it.
+ */
+static void run_each(struct sl_catalog *cat, struct wreq *group)
+{
+	for (struct wreq *r = group, *next; r; r = next) {
+		next = r->next;
+		if (r->skip)
+			continue;
+		r->next = NULL;
+		run_group(cat, r);
+		r->next = next;
+	}
+}
+
+/*
  * Runs one group of requests in one transaction. A request that fails on its
  * own is dropped and the group re-run without it; a full map grows and the
- * whole group re-runs.
+ * whole group re-runs; a commit that fails to write is retried request by
+ * request.
  */
 static void run_group(struct sl_catalog *cat, struct wreq *group)
 {
@@ -484,7 +521,16 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 			grow_map(cat);
 			continue;
 		}
-		rc = map_rc(rc);
+		rc = commit_errno(cat, rc);
+		if (rc && group->next) {
+			size_t live = 0;
+			for (struct wreq *r = group; r; r = r->next)
+				live += !r->skip;
+			if (live > 1) {
+				run_each(cat, group);
+				return;
+			}
+		}
 		SL_FAULT("catalog.after_commit");
 		break;
 	}

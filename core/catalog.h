@@ -172,6 +172,7 @@ enum sl_table {
 	SL_TABLE_QLOG,    /* a query's batch records and rendered checkpoint (engine.c) */
 	SL_TABLE_QSEEN,   /* a query's seen set: key -> age clock (engine.c) */
 	SL_TABLE_QSEENTS, /* the seen set by age clock, for purging (engine.c) */
+	SL_TABLE_QSTATE,  /* a query's operator state: dedup keys, aggregates (state.c) */
 	SL_TABLE_COUNT,
 };
 

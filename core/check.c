@@ -12,6 +12,7 @@
 
 #include "catalog.h"
 #include "check.h"
+#include "engine.h"
 #include "err.h"
 #include "land.h"
 
@@ -135,7 +136,7 @@ static void check_blobs(struct ctx *c)
 			c->r->blobs++;
 			if (sl_cat_inode_get(c->t, id, &i) == 0 && i.storage == SL_STORE_BLOB)
 				continue;
-			if (id >= c->lo && id < c->hi)
+			if ((id >= c->lo && id < c->hi) || sl_engine_blob_pending(c->t, id))
 				c->r->orphans++; /* a crash's leftover: the next start removes it */
 			else
 				problem(c, "blob %" PRIu64 " is named by no record", id);

@@ -8,8 +8,16 @@
  *   'b' batch N's record:  K u64 | batchTimestampMs i64 | count u64 | ids u64...
  *   'o' offsets/N, 'c' commits/N, 's' sources/0/K, 'm' metadata (n 0): the
  *       rendered text, as Spark writes it (no trailing newline)
+ *   'd' (n 0) what of the query's config its checkpoint cannot survive a
+ *       change of (core/compat.h), written with its first batch
+ *   'g' blob ids of the out/ parts a complete-mode batch replaced, to unlink
+ *       after its commit (redone at start)
  * meta: "q.<qid>.next" next batch id, "q.<qid>.k" source log entries so far,
- * "q.<qid>.maxts" newest age clock planned (us), "q.<qid>.outdir" out/<query>.
+ * "q.<qid>.maxts" newest age clock planned (us), "q.<qid>.outdir" out/<query>,
+ * "q.<qid>.wm" the watermark after the last committed batch (ms),
+ * "q.<qid>.bwm" the watermark of the last planned batch (its offsets/N).
+ * A batch record with no files is a no-data batch: it runs when the
+ * watermark has moved far enough to emit or evict state.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +35,7 @@
 #include "bytes.h"
 #include "catalog.h"
 #include "codec.h"
+#include "compat.h"
 #include "config.h"
 #include "decode.h"
 #include "engine.h"
@@ -35,6 +44,7 @@
 #include "json.h"
 #include "land.h"
 #include "log.h"
+#include "ops.h"
 #include "sink.h"
 #include "source.h"
 
@@ -153,9 +163,13 @@ struct plan {
 	bool ignore_caps;        /* trigger once: one batch takes everything */
 	int64_t ts_ms;           /* batchTimestampMs of a new batch */
 	char uuid[40];           /* metadata id, for a query's first batch */
+	const char *desc;        /* the config's compat description ('d') */
+	size_t desc_len;
 	/* out, reset by each run of the apply */
 	uint64_t batch, k;
 	bool recovered;          /* batch N had offsets and no commit */
+	bool nodata;             /* a no-data batch: state to emit or evict */
+	int64_t wm_ms;           /* the batch's watermark (batchWatermarkMs) */
 	struct planned *files;
 	size_t n, cap;
 	uint64_t skipped;        /* skippedByMaxFileAge */
@@ -406,10 +420,66 @@ static int load_record(struct sl_txn *t, struct plan *p, const unsigned char *v,
 			return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
 	}
 	p->recovered = true;
+	p->nodata = count == 0;
+	char key[48];
+	uint64_t wm;
+	qkey(key, sizeof(key), p->qid, "bwm");
+	if ((rc = sl_cat_meta_get(t, key, &wm)))
+		return rc;
+	p->wm_ms = (int64_t)wm;
 	return 0;
 }
 
 static int plan_apply_timed(struct sl_txn *t, struct plan *p);
+
+/*
+ * No file to take: a no-data batch runs when the watermark, moved by the
+ * last batch, would now emit or evict state (Spark's shouldRunAnotherBatch,
+ * narrowed to when it changes something). It logs offsets/N repeating the
+ * last source offset K, and a record with no files.
+ */
+static int plan_nodata(struct sl_txn *t, struct plan *p)
+{
+	char key[48];
+	uint64_t bwm, k;
+	bool due = false;
+	int rc;
+
+	if (!sl_ops_needed(p->q))
+		return 0;
+	qkey(key, sizeof(key), p->qid, "bwm");
+	if ((rc = sl_cat_meta_get(t, key, &bwm)))
+		return rc;
+	qkey(key, sizeof(key), p->qid, "k");
+	if ((rc = sl_cat_meta_get(t, key, &k)))
+		return rc;
+	if (p->wm_ms <= (int64_t)bwm || k == 0)
+		return 0;
+	if ((rc = sl_ops_due(p->q, p->qid, t, p->wm_ms, &due)) || !due)
+		return rc;
+	p->nodata = true;
+	p->k = k - 1;
+	unsigned char rec[24];
+	uint64_t count = 0;
+	memcpy(rec, &p->k, 8);
+	memcpy(rec + 8, &p->ts_ms, 8);
+	memcpy(rec + 16, &count, 8);
+	struct text off = {0};
+	text_fmt(&off, "v1\n{\"batchWatermarkMs\":%" PRId64 ",\"batchTimestampMs\":%" PRId64
+		       ",\"conf\":{}}\n{\"logOffset\":%" PRIu64 "}",
+		 p->wm_ms, p->ts_ms, p->k);
+	rc = off.err;
+	if (rc == 0)
+		rc = log_put(t, p->qid, 'b', p->batch, rec, sizeof(rec));
+	if (rc == 0)
+		rc = log_put(t, p->qid, 'o', p->batch, off.s, off.len);
+	if (rc == 0) {
+		qkey(key, sizeof(key), p->qid, "bwm");
+		rc = sl_cat_meta_put(t, key, (uint64_t)p->wm_ms);
+	}
+	free(off.s);
+	return rc;
+}
 
 static int plan_apply(struct sl_txn *t, void *arg)
 {
@@ -432,7 +502,8 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 
 	p->n = p->nskip = 0;
 	p->skipped = p->total_bytes = 0;
-	p->recovered = false;
+	p->recovered = p->nodata = false;
+	p->wm_ms = 0;
 	p->t = t;
 	qkey(key, sizeof(key), p->qid, "next");
 	if ((rc = sl_cat_meta_get(t, key, &p->batch)))
@@ -457,8 +528,19 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 					     p->skip[i].size, true)))
 			return rc;
 	p->skipped = p->nskip;
+	/* the checkpoint's config, kept with its first batch (or since this version) */
+	rc = sl_engine_checkpoint_get(t, p->qid, 'd', 0, &v, &vlen);
+	if (rc == SL_NOTFOUND && p->desc)
+		rc = log_put(t, p->qid, 'd', 0, p->desc, p->desc_len);
+	if (rc)
+		return rc;
+	uint64_t wm;
+	qkey(key, sizeof(key), p->qid, "wm");
+	if ((rc = sl_cat_meta_get(t, key, &wm)))
+		return rc;
+	p->wm_ms = (int64_t)wm;
 	if (p->n == 0)
-		return 0;
+		return plan_nodata(t, p);
 
 	/* offsets/N is durable before batch N reads a byte */
 	uint64_t maxts = p->maxts;
@@ -475,9 +557,9 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 	uint64_t count = p->n;
 	memcpy(rec + 16, &count, 8);
 	struct text off = {0}, src = {0};
-	text_fmt(&off, "v1\n{\"batchWatermarkMs\":0,\"batchTimestampMs\":%" PRId64
+	text_fmt(&off, "v1\n{\"batchWatermarkMs\":%" PRId64 ",\"batchTimestampMs\":%" PRId64
 		       ",\"conf\":{}}\n{\"logOffset\":%" PRIu64 "}",
-		 p->ts_ms, p->k);
+		 p->wm_ms, p->ts_ms, p->k);
 	text_add(&src, "v1", 2);
 	for (size_t i = 0; i < p->n; i++) {
 		struct planned *f = &p->files[i];
@@ -517,6 +599,10 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 	if (rc == 0) {
 		qkey(key, sizeof(key), p->qid, "maxts");
 		rc = sl_cat_meta_put(t, key, maxts);
+	}
+	if (rc == 0) {
+		qkey(key, sizeof(key), p->qid, "bwm");
+		rc = sl_cat_meta_put(t, key, (uint64_t)p->wm_ms);
 	}
 	free(rec);
 	free(off.s);
@@ -667,7 +753,20 @@ struct out_part {
 	size_t len;
 };
 
+/* An entry of out/<query>/ a complete-mode batch replaces. */
+struct gone {
+	uint64_t parent, id;
+	char name[SL_NAME_MAX + 1];
+	bool dir, blob;
+};
+
 struct commit {
+	struct sl_ops *ops;   /* the batch's state changes, or NULL */
+	int64_t next_wm;      /* the watermark after the batch */
+	bool replace;         /* complete mode: the parts replace out/<query>/ */
+	/* out, reset by each run of the apply: what the replace removed */
+	struct gone *gone;
+	size_t ngone, capgone;
 	uint64_t rows;        /* the batch's input rows, for `sluice status` */
 	const char *progress; /* the batch's progress report (JSON, one line) */
 	size_t progress_len;
@@ -700,6 +799,81 @@ static int ensure_dir(struct sl_txn *t, uint64_t parent, const char *name, uint6
 	return 0;
 }
 
+struct collect {
+	struct commit *c;
+	uint64_t parent;
+	int rc;
+};
+
+static int collect_child(void *ctx, const char *name, uint64_t id)
+{
+	struct collect *k = ctx;
+	struct commit *c = k->c;
+	if (c->ngone == c->capgone) {
+		size_t cap = c->capgone ? c->capgone * 2 : 64;
+		struct gone *g = realloc(c->gone, cap * sizeof(*g));
+		if (!g)
+			return (k->rc = ENOMEM), 1;
+		c->gone = g;
+		c->capgone = cap;
+	}
+	struct gone *g = &c->gone[c->ngone++];
+	memset(g, 0, sizeof(*g));
+	g->parent = k->parent;
+	g->id = id;
+	snprintf(g->name, sizeof(g->name), "%s", name);
+	return 0;
+}
+
+/*
+ * Complete mode: everything under out/<query>/ leaves in the transaction
+ * that adds the new parts, so a reader sees one snapshot or the next. The
+ * blobs of the old parts are unlinked after the commit ('g' entry).
+ */
+static int replace_snapshot(struct sl_txn *t, struct commit *c, uint64_t outdir)
+{
+	struct collect k = {.c = c, .parent = outdir};
+	int rc;
+
+	c->ngone = 0;
+	if ((rc = sl_cat_dirent_each(t, outdir, NULL, collect_child, &k)))
+		return k.rc ? k.rc : rc;
+	for (size_t i = 0; i < c->ngone; i++) { /* breadth first: ngone grows */
+		struct sl_inode ino;
+		if ((rc = sl_cat_inode_get(t, c->gone[i].id, &ino)))
+			return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
+		c->gone[i].dir = ino.kind == SL_KIND_DIR;
+		c->gone[i].blob = ino.kind == SL_KIND_FILE && ino.storage == SL_STORE_BLOB;
+		if (!c->gone[i].dir)
+			continue;
+		k.parent = c->gone[i].id;
+		if ((rc = sl_cat_dirent_each(t, k.parent, NULL, collect_child, &k)))
+			return k.rc ? k.rc : rc;
+	}
+	size_t nblobs = 0;
+	for (size_t i = 0; i < c->ngone; i++) {
+		struct gone *g = &c->gone[i];
+		if ((rc = sl_cat_dirent_del(t, g->parent, g->name)) ||
+		    (rc = sl_cat_inode_del(t, g->id)))
+			return rc;
+		if (!g->dir && !g->blob && (rc = sl_cat_data_del(t, g->id)) && rc != SL_NOTFOUND)
+			return rc;
+		nblobs += g->blob;
+	}
+	if (nblobs == 0)
+		return 0;
+	uint64_t *ids = malloc(nblobs * 8);
+	if (!ids)
+		return ENOMEM;
+	size_t n = 0;
+	for (size_t i = 0; i < c->ngone; i++)
+		if (c->gone[i].blob)
+			ids[n++] = c->gone[i].id;
+	rc = log_put(t, c->p->qid, 'g', c->p->batch, ids, n * 8);
+	free(ids);
+	return rc;
+}
+
 static int commit_apply(struct sl_txn *t, void *arg)
 {
 	struct commit *c = arg;
@@ -709,6 +883,8 @@ static int commit_apply(struct sl_txn *t, void *arg)
 	int rc;
 
 	if ((rc = ensure_dir(t, SL_ID_OUT, c->q->name, c->outdir_id, c->now, &outdir)))
+		return rc;
+	if (c->replace && (rc = replace_snapshot(t, c, outdir)))
 		return rc;
 	for (size_t i = 0; i < c->nparts; i++) {
 		struct out_part *op = &c->parts[i];
@@ -747,8 +923,15 @@ static int commit_apply(struct sl_txn *t, void *arg)
 		if (rc)
 			return rc;
 	}
-	static const char commit_text[] = "v1\n{\"nextBatchWatermarkMs\":0}";
-	if ((rc = log_put(t, p->qid, 'c', p->batch, commit_text, sizeof(commit_text) - 1)))
+	if (c->ops && (rc = sl_ops_apply(c->ops, t)))
+		return rc;
+	char commit_text[80];
+	int clen = snprintf(commit_text, sizeof(commit_text), "v1\n{\"nextBatchWatermarkMs\":%" PRId64 "}",
+			    c->next_wm);
+	if ((rc = log_put(t, p->qid, 'c', p->batch, commit_text, (size_t)clen)))
+		return rc;
+	qkey(key, sizeof(key), p->qid, "wm");
+	if ((rc = sl_cat_meta_put(t, key, (uint64_t)c->next_wm)))
 		return rc;
 	qkey(key, sizeof(key), p->qid, "rows");
 	if ((rc = sl_cat_meta_put(t, key, c->rows)))
@@ -882,6 +1065,14 @@ static int intent_del_apply(struct sl_txn *t, void *arg)
 	return sl_cat_del(t, SL_TABLE_QLOG, k, sizeof(k));
 }
 
+static int gc_del_apply(struct sl_txn *t, void *arg)
+{
+	const uint64_t *a = arg; /* qid, batch */
+	unsigned char k[13];
+	log_key(k, (uint32_t)a[0], 'g', a[1]);
+	return sl_cat_del(t, SL_TABLE_QLOG, k, sizeof(k));
+}
+
 /*
  * Carries out the query's cleanSource intents (idempotent), oldest first;
  * at start this redoes what a crash interrupted.
@@ -948,8 +1139,9 @@ static void query_uuid(struct sl_txn *t, uint32_t qid, char out[40])
  * made leaves *out NULL and the batch commits without one).
  */
 static void progress_report(struct sl_land *l, const struct plan *p,
-			    const struct sl_decode_stats *st, int64_t t0, int64_t t1, int64_t t2,
-			    uint64_t out_rows, char **out, size_t *len)
+			    const struct sl_decode_stats *st, const struct sl_ops_result *ops,
+			    int64_t t0, int64_t t1, int64_t t2, uint64_t out_rows, char **out,
+			    size_t *len)
 {
 	const struct sl_query_config *q = p->q;
 	struct sl_progress pr = {.run_id = p->run_id, .name = q->name};
@@ -979,9 +1171,21 @@ static void progress_report(struct sl_land *l, const struct plan *p,
 	pr.ms_add_batch = (t2 - t1) / 1000000;
 	pr.ms_commit_offsets = 0; /* the report rides the commit it would time */
 	pr.ms_trigger = trigger_ms;
-	pr.has_start = p->k > 0;
-	pr.start = p->k ? p->k - 1 : 0;
+	pr.has_start = p->nodata || p->k > 0;
+	pr.start = p->nodata ? p->k : p->k ? p->k - 1 : 0;
 	pr.end = p->k;
+	if (q->has_watermark && ops) {
+		pr.has_event_time = true;
+		pr.et_rows = ops->et.count > 0;
+		pr.et_min_ms = ops->et.min_ms;
+		pr.et_max_ms = ops->et.max_ms;
+		pr.et_avg_ms = ops->et.count ? sl_watermark_stats_avg_ms(&ops->et) : 0;
+		pr.et_wm_ms = ops->wm_ms;
+	}
+	if (ops) {
+		pr.ops = ops->m;
+		pr.nops = ops->nm;
+	}
 	snprintf(src, sizeof(src), "FileStreamSource[in/%s]", q->source.path.text);
 	snprintf(sink, sizeof(sink), "FileSink[out/%s]", q->name);
 	pr.source_desc = src;
@@ -1004,13 +1208,75 @@ static void progress_report(struct sl_land *l, const struct plan *p,
 
 /* ---- one query ---- */
 
+/* Runs the operators over the decoded batch b, as of the state now. */
+static int run_ops(struct sl_land *l, struct plan *p, struct sl_ops *ops, struct sl_batch *b,
+		   const struct sl_batch **outb, struct sl_ops_result *res,
+		   struct sl_engine_report *r)
+{
+	struct sl_txn *t;
+	char err[256] = "";
+	int rc;
+
+	if ((rc = sl_catalog_read(sl_land_catalog(l), &t)) == 0) {
+		rc = sl_ops_process(ops, t, p->wm_ms, b, outb, res, err, sizeof(err));
+		sl_txn_end(t);
+	}
+	if (rc == SL_EMALFORMED)
+		snprintf(r->error, sizeof(r->error), "batch %" PRIu64 ": %s", p->batch, err);
+	else if (rc)
+		snprintf(r->error, sizeof(r->error), "batch %" PRIu64 ": cannot update the state: %s",
+			 p->batch, sl_strerror(rc));
+	return rc;
+}
+
+/* Unlinks the blobs of replaced complete-mode parts ('g' entries), oldest first. */
+static int gc_pending(struct sl_land *l, uint32_t qid)
+{
+	struct sl_catalog *cat = sl_land_catalog(l);
+	struct intents in;
+	int rc;
+
+	do {
+		struct sl_txn *t;
+		in.n = 0;
+		if ((rc = sl_catalog_read(cat, &t)))
+			return rc;
+		rc = sl_engine_checkpoint_each(t, qid, 'g', collect_intent, &in);
+		sl_txn_end(t);
+		if (rc < 0 || rc > 1)
+			return rc;
+		for (size_t k = 0; k < in.n; k++) {
+			const void *v;
+			size_t len;
+			if ((rc = sl_catalog_read(cat, &t)))
+				return rc;
+			rc = sl_engine_checkpoint_get(t, qid, 'g', in.batches[k], &v, &len);
+			for (size_t i = 0; rc == 0 && i + 8 <= len; i += 8) {
+				uint64_t id;
+				memcpy(&id, (const char *)v + i, 8);
+				sl_blob_unlink(sl_land_blobs(l), id);
+			}
+			sl_txn_end(t);
+			uint64_t a[2] = {qid, in.batches[k]};
+			if (rc == 0)
+				rc = sl_catalog_write(cat, gc_del_apply, a);
+			if (rc)
+				return rc;
+		}
+	} while (in.n == 64);
+	return 0;
+}
+
 /* Runs one batch: 1 when there was nothing to do, 0 when committed, or an error. */
 static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
-		     struct sl_batch *b, struct sl_decode_stats *st, struct sl_engine_report *r)
+		     struct sl_ops *ops, struct sl_batch *b, struct sl_decode_stats *st,
+		     struct sl_engine_report *r)
 {
 	struct sl_catalog *cat = sl_land_catalog(l);
 	struct sl_part *parts = NULL;
 	struct out_part *out = NULL;
+	struct sl_ops_result res;
+	const struct sl_batch *outb = b;
 	size_t nparts = 0;
 	int rc;
 
@@ -1020,7 +1286,7 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		snprintf(r->error, sizeof(r->error), "cannot plan a batch: %s", sl_strerror(rc));
 		return rc;
 	}
-	if (p->n == 0)
+	if (p->n == 0 && !p->nodata)
 		return 1;
 	SL_FAULT("engine.after_offsets");
 	t1 = now_ns();
@@ -1028,7 +1294,9 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	sl_decode_stats_reset(st);
 	if ((rc = decode_all(l, p, dec, b, st, r)))
 		return rc;
-	if ((rc = sl_sink_format(p->q, b, &parts, &nparts))) {
+	if (ops && (rc = run_ops(l, p, ops, b, &outb, &res, r)))
+		return rc;
+	if ((rc = sl_sink_format(p->q, outb, &parts, &nparts))) {
 		snprintf(r->error, sizeof(r->error), "cannot format batch %" PRIu64 ": %s", p->batch,
 			 sl_strerror(rc));
 		return rc;
@@ -1049,12 +1317,15 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		uint64_t out_rows = 0;
 		for (size_t i = 0; i < nparts; i++)
 			out_rows += parts[i].rows;
-		progress_report(l, p, st, t0, t1, t2, out_rows, &progress, &progress_len);
+		progress_report(l, p, st, ops ? &res : NULL, t0, t1, t2, out_rows, &progress,
+				&progress_len);
 	}
+	struct commit c = {.q = p->q, .p = p, .parts = out, .nparts = nparts,
+			   .now = now_ns(), .rows = st->lines, .progress = progress,
+			   .progress_len = progress_len, .ops = ops,
+			   .next_wm = ops ? res.next_wm_ms : p->wm_ms,
+			   .replace = p->q->output_mode == SL_OUTPUT_COMPLETE};
 	if (rc == 0) {
-		struct commit c = {.q = p->q, .p = p, .parts = out, .nparts = nparts,
-				   .now = now_ns(), .rows = st->lines, .progress = progress,
-				   .progress_len = progress_len};
 		rc = sl_catalog_next_id(cat, &c.outdir_id);
 		SL_FAULT("engine.before_commit");
 		if (rc == 0)
@@ -1070,7 +1341,14 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		r->batches++;
 		r->rows += st->lines;
 		r->malformed += st->malformed;
-		if (p->q->source.clean != SL_CLEAN_OFF && (rc = clean_pending(l, p->q, p->qid)))
+		/* the kernel may cache the replaced names for a day: tell it */
+		for (size_t i = 0; i < c.ngone; i++)
+			sl_land_changed(l, c.gone[i].parent, c.gone[i].name);
+		if (c.ngone && (rc = gc_pending(l, p->qid)))
+			snprintf(r->error, sizeof(r->error), "cannot remove the parts batch %" PRIu64
+				 " replaced: %s", p->batch, sl_strerror(rc));
+		if (rc == 0 && p->q->source.clean != SL_CLEAN_OFF &&
+		    (rc = clean_pending(l, p->q, p->qid)))
 			snprintf(r->error, sizeof(r->error), "cannot clean the sources of batch %" PRIu64
 				 ": %s", p->batch, sl_strerror(rc));
 	}
@@ -1078,9 +1356,58 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		sl_land_unpin(l, pin);
 	if (rc == 0)
 		p->prev_trigger_ms = p->ts_ms;
+	free(c.gone);
 	free(progress);
 	free(out);
 	sl_sink_parts_free(parts, nparts);
+	return rc;
+}
+
+/* Refuses a config the query's checkpoint cannot survive (SL_ECONFIG, err set). */
+static int check_changes(struct sl_catalog *cat, const struct sl_query_config *q, uint32_t qid,
+			 char *err, size_t errlen)
+{
+	struct sl_txn *t;
+	const void *v;
+	size_t len;
+	int rc;
+
+	if ((rc = sl_catalog_read(cat, &t)))
+		return rc;
+	rc = sl_engine_checkpoint_get(t, qid, 'd', 0, &v, &len);
+	if (rc == 0) {
+		rc = sl_compat_check(q, v, len, err, errlen);
+		if (rc == SL_ECORRUPT || rc == SL_EVERSION)
+			snprintf(err, errlen, "queries.%s: the checkpoint's config record is %s",
+				 q->name, rc == SL_ECORRUPT ? "corrupt" : "from a newer version");
+	} else if (rc == SL_NOTFOUND) {
+		rc = 0;
+	}
+	sl_txn_end(t);
+	return rc;
+}
+
+int sl_engine_check_changes(struct sl_land *l, const struct sl_config *cfg, char *err,
+			    size_t errlen)
+{
+	struct sl_catalog *cat = sl_land_catalog(l);
+	int rc = 0;
+
+	for (size_t k = 0; rc == 0 && k < sl_config_nqueries(cfg); k++) {
+		const struct sl_query_config *q = sl_config_query(cfg, k);
+		struct sl_txn *t;
+		uint32_t qid;
+		if ((rc = sl_catalog_read(cat, &t)))
+			return rc;
+		rc = sl_sources_qid(t, q->name, &qid);
+		sl_txn_end(t);
+		if (rc == SL_NOTFOUND) {
+			rc = 0; /* never started: nothing to survive */
+			continue;
+		}
+		if (rc == 0)
+			rc = check_changes(cat, q, qid, err, errlen);
+	}
 	return rc;
 }
 
@@ -1092,39 +1419,46 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 			 .stop = lim->stop};
 	uint64_t done = 0;
 	struct sl_decoder *dec = NULL;
+	struct sl_ops *ops = NULL;
 	struct sl_decode_stats st;
 	struct sl_batch b;
 	struct sl_txn *t;
 	int rc;
 
 	rc = 0;
-	if (sl_config_is_stateful(q) || q->has_watermark) {
-		snprintf(r->error, sizeof(r->error),
-			 "queries.%s: watermark, dropDuplicates and groupBy are not supported yet",
-			 q->name);
-		return ENOTSUP;
-	}
 	if ((rc = sl_catalog_read(cat, &t)))
 		return rc;
 	rc = sl_sources_qid(t, q->name, &p.qid);
 	sl_txn_end(t);
 	if (rc)
 		return rc;
-	/* cleanSource interrupted by a crash is redone first */
-	if ((rc = clean_pending(l, q, p.qid))) {
+	/* cleanSource or a snapshot replace interrupted by a crash is redone first */
+	if ((rc = clean_pending(l, q, p.qid)) || (rc = gc_pending(l, p.qid))) {
 		snprintf(r->error, sizeof(r->error), "cannot clean sources: %s", sl_strerror(rc));
 		return rc;
 	}
+	if (sl_ops_needed(q) && (rc = sl_ops_new(q, p.qid, &ops, r->error, sizeof(r->error)))) {
+		if (rc != ENOTSUP)
+			snprintf(r->error, sizeof(r->error), "cannot set up the operators: %s",
+				 sl_strerror(rc));
+		return rc;
+	}
+	if ((rc = check_changes(cat, q, p.qid, r->error, sizeof(r->error))))
+		return rc;
+	char *desc = NULL;
+	if ((rc = sl_compat_describe(q, &desc, &p.desc_len)))
+		return rc;
+	p.desc = desc;
 	make_uuid(p.uuid);
 	make_uuid(p.run_id);
 	if ((rc = sl_decoder_new(q, &dec)))
-		return rc;
+		goto free_ops;
 	if ((rc = sl_batch_init(&b, &q->source.schema)))
 		goto free_dec;
 	if ((rc = sl_decode_stats_init(&st, q->source.schema.n)))
 		goto release_batch;
 	while ((!lim->max_batches || done < lim->max_batches) &&
-	       !(lim->stop && *lim->stop) && (rc = run_batch(l, &p, dec, &b, &st, r)) == 0)
+	       !(lim->stop && *lim->stop) && (rc = run_batch(l, &p, dec, ops, &b, &st, r)) == 0)
 		done++;
 	if (rc == 1)
 		rc = 0;
@@ -1138,6 +1472,9 @@ release_batch:
 	sl_batch_release(&b);
 free_dec:
 	sl_decoder_free(dec);
+free_ops:
+	sl_ops_free(ops);
+	free(desc);
 	free(p.files);
 	free(p.skip);
 	return rc;
@@ -1222,6 +1559,43 @@ int sl_engine_checkpoint_each(struct sl_txn *t, uint32_t qid, char kind,
 	return sl_cat_each(t, SL_TABLE_QLOG, prefix, 5, each_entry_cb, &e);
 }
 
+struct gc_find {
+	struct sl_txn *t;
+	uint64_t id;
+	uint32_t qid;
+	bool found;
+};
+
+static int gc_find_entry(void *ctx, uint64_t n, size_t len)
+{
+	struct gc_find *f = ctx;
+	const void *v;
+	size_t vlen;
+	(void)len;
+	if (sl_engine_checkpoint_get(f->t, f->qid, 'g', n, &v, &vlen))
+		return 0;
+	for (size_t i = 0; i + 8 <= vlen; i += 8)
+		if (!memcmp((const char *)v + i, &f->id, 8))
+			return (f->found = true), 1;
+	return 0;
+}
+
+static int gc_find_query(void *ctx, const char *name, uint32_t qid)
+{
+	struct gc_find *f = ctx;
+	(void)name;
+	f->qid = qid;
+	sl_engine_checkpoint_each(f->t, qid, 'g', gc_find_entry, f);
+	return f->found ? 1 : 0;
+}
+
+bool sl_engine_blob_pending(struct sl_txn *t, uint64_t id)
+{
+	struct gc_find f = {.t = t, .id = id};
+	sl_engine_queries(t, gc_find_query, &f);
+	return f.found;
+}
+
 int sl_engine_status(struct sl_txn *t, uint32_t qid, struct sl_engine_status *out)
 {
 	char key[48];
@@ -1239,6 +1613,11 @@ int sl_engine_status(struct sl_txn *t, uint32_t qid, struct sl_engine_status *ou
 	qkey(key, sizeof(key), qid, "rows");
 	if ((rc = sl_cat_meta_get(t, key, &out->rows)))
 		return rc;
+	uint64_t wm;
+	qkey(key, sizeof(key), qid, "wm");
+	if ((rc = sl_cat_meta_get(t, key, &wm)))
+		return rc;
+	out->wm_ms = (int64_t)wm;
 	rc = sl_engine_checkpoint_get(t, qid, 'e', 0, &e, &len);
 	if (rc == 0) {
 		if (len >= sizeof(out->error))

@@ -43,6 +43,16 @@ typedef void (*sl_engine_report_fn)(const struct sl_engine_report *r, void *ctx)
 int sl_engine_run_available_now(struct sl_land *l, const struct sl_config *cfg,
 				sl_engine_report_fn fn, void *ctx);
 
+/*
+ * Refuses a config change a query's checkpoint cannot survive (DESIGN
+ * "Changes between starts"): SL_ECONFIG with err naming the field, or
+ * SL_ECORRUPT / SL_EVERSION for an unreadable record (err set too). Queries
+ * never started pass. Run before starting queries; sl_engine_run_query()
+ * checks its own query again.
+ */
+int sl_engine_check_changes(struct sl_land *l, const struct sl_config *cfg, char *err,
+			    size_t errlen);
+
 /* How far one call of sl_engine_run_query() goes. */
 struct sl_engine_limits {
 	uint64_t seq_limit;     /* plan only files landed up to this sequence number */
@@ -79,11 +89,18 @@ void sl_engine_wake(void *ctx);
 int sl_engine_checkpoint_get(struct sl_txn *t, uint32_t qid, char kind, uint64_t n,
 			     const void **data, size_t *len);
 
+/*
+ * True when blob id belongs to an out/ part a complete-mode batch replaced
+ * and the next start unlinks (`sluice check` does not count it a leak).
+ */
+bool sl_engine_blob_pending(struct sl_txn *t, uint64_t id);
+
 /* What `sluice status` shows of a query. */
 struct sl_engine_status {
 	bool has_batch;       /* a batch committed */
 	uint64_t batch;       /* the last committed batch id */
 	uint64_t rows;        /* its input rows */
+	int64_t wm_ms;        /* the watermark after it (ms; 0 before any event time) */
 	char error[512];      /* lastError, or "" */
 };
 int sl_engine_status(struct sl_txn *t, uint32_t qid, struct sl_engine_status *out);

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "err.h"
 #include "json.h"
+#include "ops.h"
 #include "timestamp.h"
 
 #define AGG_NAME_MAX 255 /* longest aggregate output name, in bytes */
@@ -959,7 +960,42 @@ int sl_json_progress(const struct sl_progress *p, char **out, size_t *len)
 	json_object_set_new(d, "triggerExecution", json_integer(p->ms_trigger));
 	json_object_set_new(d, "walCommit", json_integer(p->ms_wal_commit));
 	json_object_set_new(o, "durationMs", d);
-	json_object_set_new(o, "stateOperators", json_array());
+	if (p->has_event_time) {
+		json_t *et = json_object();
+		char buf[40];
+		/* sorted keys, as Spark; a batch without event times shows the watermark only */
+		if (et && p->et_rows) {
+			sl_timestamp_format(p->et_avg_ms * 1000, buf);
+			json_object_set_new(et, "avg", json_string(buf));
+			sl_timestamp_format(p->et_max_ms * 1000, buf);
+			json_object_set_new(et, "max", json_string(buf));
+			sl_timestamp_format(p->et_min_ms * 1000, buf);
+			json_object_set_new(et, "min", json_string(buf));
+		}
+		sl_timestamp_format(p->et_wm_ms * 1000, buf);
+		json_object_set_new(et, "watermark", json_string(buf));
+		json_object_set_new(o, "eventTime", et);
+	}
+	json_t *ops = json_array();
+	for (size_t i = 0; ops && i < p->nops; i++) {
+		const struct sl_op_metrics *m = &p->ops[i];
+		json_t *op = json_object();
+		json_object_set_new(op, "operatorName", json_string(m->name));
+		json_object_set_new(op, "numRowsTotal", json_integer((json_int_t)m->rows_total));
+		json_object_set_new(op, "numRowsUpdated", json_integer((json_int_t)m->rows_updated));
+		json_object_set_new(op, "numRowsRemoved", json_integer((json_int_t)m->rows_removed));
+		json_object_set_new(op, "memoryUsedBytes", json_integer((json_int_t)m->bytes));
+		json_object_set_new(op, "numRowsDroppedByWatermark",
+				    json_integer((json_int_t)m->dropped_wm));
+		if (m->is_dedup) {
+			json_t *cm = json_object();
+			json_object_set_new(cm, "numDroppedDuplicateRows",
+					    json_integer((json_int_t)m->dropped_dup));
+			json_object_set_new(op, "customMetrics", cm);
+		}
+		json_array_append_new(ops, op);
+	}
+	json_object_set_new(o, "stateOperators", ops);
 	json_object_set_new(src, "description", json_string(p->source_desc));
 	json_t *start = json_null(), *end = json_object();
 	if (p->has_start) {

@@ -35,6 +35,8 @@ int sl_config_parse(const char *text, size_t len, const char *origin, struct sl_
  * Spark's order, plus sluice's own (numMalformedRows, nullCounts, backlog,
  * skippedByMaxFileAge, lastError).
  */
+struct sl_op_metrics;
+
 struct sl_progress {
 	const char *id, *run_id, *name;
 	int64_t timestamp_ms;       /* trigger start */
@@ -53,6 +55,13 @@ struct sl_progress {
 	size_t n_nulls;
 	uint64_t backlog_files, backlog_bytes, skipped;
 	const char *last_error;     /* or NULL */
+	/* eventTime, when the query has a watermark */
+	bool has_event_time;
+	bool et_rows;               /* the batch had event times: min, max, avg shown */
+	int64_t et_min_ms, et_max_ms, et_avg_ms, et_wm_ms;
+	/* stateOperators */
+	const struct sl_op_metrics *ops;
+	size_t nops;
 };
 
 /* Renders a progress report as one JSON line (new: free()). */

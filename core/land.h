@@ -149,8 +149,12 @@ int sl_land_clean(struct sl_land *l, const uint64_t *ids, size_t n, bool archive
 
 /*
  * Calls fn(ctx, parent, name) after core removed a name the kernel may have
- * cached (cleanSource). fn must not block on the file system.
+ * cached (cleanSource, a complete-mode snapshot). fn must not block on the
+ * file system.
  */
+/* Reports that parent/name left the tree (through the fn installed above). */
+void sl_land_changed(struct sl_land *l, uint64_t parent, const char *name);
+
 void sl_land_set_change(struct sl_land *l,
 			void (*fn)(void *ctx, uint64_t parent, const char *name), void *ctx);
 

@@ -159,6 +159,12 @@ int sl_land_clean(struct sl_land *l, const uint64_t *ids, size_t n, bool archive
 	return rc;
 }
 
+void sl_land_changed(struct sl_land *l, uint64_t parent, const char *name)
+{
+	if (l->on_change)
+		l->on_change(l->on_change_ctx, parent, name);
+}
+
 void sl_land_set_change(struct sl_land *l,
 			void (*fn)(void *ctx, uint64_t parent, const char *name), void *ctx)
 {

@@ -96,7 +96,7 @@ static void *query_main(void *arg)
 
 		if (rc == ECANCELED)
 			break; /* the unmount abandoned the batch: it replays at the next start */
-		if (rc == SL_EMALFORMED || rc == ENOTSUP) {
+		if (rc == SL_EMALFORMED || rc == ENOTSUP || rc == SL_ECONFIG) {
 			/* stopped: lastError stays until a change the checkpoint survives */
 			sl_log(SL_LOG_ERR, "query '%s' stopped: %s", q->name, r.error);
 			break;

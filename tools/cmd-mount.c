@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "datadir.h"
+#include "engine.h"
 #include "err.h"
 #include "fs.h"
 #include "json.h"
@@ -197,6 +198,19 @@ static int run_mount(struct mount_opts *m)
 	/* open, recover and close: the daemon reopens after its fork */
 	struct sl_land_opts lo = {.strict = m->fs.strict, .temp = m->fs.temp, .config = cfg};
 	rc = sl_land_open(m->fs.datadir, &lo, &l);
+	char err[512];
+	if (rc == 0 && (rc = sl_engine_check_changes(l, cfg, err, sizeof(err)))) {
+		/* a change the checkpoint cannot survive: refused before mounting */
+		sl_land_close(l);
+		sl_config_free(cfg);
+		sl_datadir_close(d);
+		if (rc == SL_ECONFIG || rc == SL_ECORRUPT || rc == SL_EVERSION) {
+			die_msg("mount", "%s", err);
+			return SL_EXIT_DATADIR;
+		}
+		die_msg("mount", "cannot read the checkpoints: %s", sl_strerror(rc));
+		return SL_EXIT_FAILURE;
+	}
 	sl_config_free(cfg);
 	if (rc) {
 		die_msg("mount", "cannot open catalog of '%s': %s", m->fs.datadir,

@@ -74,6 +74,16 @@ int cmd_run(int argc, char **argv)
 	struct session ss;
 	if ((rc = session_open("run", argv[optind], &ss)))
 		return rc;
+	char err[512];
+	if ((rc = sl_engine_check_changes(ss.l, ss.cfg, err, sizeof(err)))) {
+		if (rc == SL_ECONFIG || rc == SL_ECORRUPT || rc == SL_EVERSION)
+			die_msg("run", "%s", err);
+		else
+			die_msg("run", "cannot read the checkpoints: %s", sl_strerror(rc));
+		session_close(&ss);
+		return rc == SL_ECONFIG || rc == SL_ECORRUPT || rc == SL_EVERSION ? SL_EXIT_DATADIR
+										   : SL_EXIT_FAILURE;
+	}
 	sl_engine_run_available_now(ss.l, ss.cfg, report, &failed);
 	session_close(&ss);
 	return failed ? SL_EXIT_FAILURE : SL_EXIT_OK;

@@ -13,6 +13,7 @@
 #include "json.h"
 #include "land.h"
 #include "source.h"
+#include "timestamp.h"
 #include "sluice.h"
 
 static void usage(FILE *f)
@@ -41,8 +42,10 @@ static int print_refused(void *ctx, const char *key, uint64_t val)
 }
 
 /* "<name> batch=<id or -> rows=<n> backlog=<files>/<bytes> watermark=<ISO or -> error=<..>" */
-static int print_query(struct sl_txn *t, const char *name)
+static int print_query(struct sl_txn *t, const struct sl_query_config *q)
 {
+	const char *name = q->name;
+	char wm[SL_TIMESTAMP_BUFSZ] = "-";
 	struct sl_engine_status es = {0};
 	struct sl_backlog b = {0};
 	uint32_t qid;
@@ -56,9 +59,11 @@ static int print_query(struct sl_txn *t, const char *name)
 		return rc;
 	if (es.has_batch)
 		snprintf(batch, sizeof(batch), "%" PRIu64, es.batch);
+	if (q->has_watermark)
+		sl_timestamp_format(es.wm_ms * 1000, wm);
 	printf("%s batch=%s rows=%" PRIu64 " backlog=%" PRIu64 "/%" PRIu64
-	       " watermark=- error=%s\n",
-	       name, batch, es.rows, b.files, b.bytes, es.error[0] ? es.error : "-");
+	       " watermark=%s error=%s\n",
+	       name, batch, es.rows, b.files, b.bytes, wm, es.error[0] ? es.error : "-");
 	return 0;
 }
 
@@ -112,7 +117,7 @@ int cmd_status(int argc, char **argv)
 	if (fresh) {
 		printf("landing files=0 bytes=0 in_flight=0 refused=-\n");
 		for (size_t k = 0; k < sl_config_nqueries(cfg); k++)
-			print_query(NULL, sl_config_query_name(cfg, k));
+			print_query(NULL, sl_config_query(cfg, k));
 		sl_config_free(cfg);
 		return SL_EXIT_OK;
 	}
@@ -135,7 +140,7 @@ int cmd_status(int argc, char **argv)
 		rc = sl_cat_meta_each(t, "refused.", print_refused, &r);
 		printf("%s\n", r.n ? "" : "-");
 		for (size_t k = 0; rc == 0 && k < sl_config_nqueries(cfg); k++)
-			rc = print_query(t, sl_config_query_name(cfg, k));
+			rc = print_query(t, sl_config_query(cfg, k));
 		sl_txn_end(t);
 	}
 	sl_catalog_close(cat);

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dropDuplicates and dropDuplicatesWithinWatermark, as Spark
+ * (StreamingDeduplicateExec, StreamingDeduplicateWithinWatermarkExec): the
+ * first row per key is kept, across batches and restarts.
+ *
+ * State (core/state.h), op 'D': the row key of the dedup columns. With the
+ * watermark column among them, that column comes first, so a walk from the
+ * first non-null event time finds every entry the watermark has passed;
+ * without it the state is kept forever. Within the watermark, the value is
+ * expiresAt (event time + delay, us) and op 'E' indexes the entries by it:
+ *   'E' key: expiresAt u64 (biased by 2^63, big-endian) | 'D' storage key
+ * An entry evicts once the watermark >= expiresAt. Lookups see the state
+ * as of the batch's start (eviction runs after the batch's rows, as Spark).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bytes.h"
+#include "catalog.h"
+#include "config.h"
+#include "err.h"
+#include "kmap.h"
+#include "ops.h"
+#include "rowkey.h"
+#include "state.h"
+
+struct evicted {
+	unsigned char *keys; /* storage keys, back to back */
+	size_t len, cap;
+	size_t *lens;
+	size_t n, ncap;
+};
+
+struct sl_dedup {
+	const struct sl_query_config *q;
+	struct sl_state_space sp, ex;
+	size_t cols[64];
+	size_t ncols;
+	bool ts_lead;          /* the watermark column leads the key: evict by it */
+	bool within;           /* dropDuplicatesWithinWatermark */
+	struct sl_kmap seen;   /* this batch's keys */
+	uint8_t *fresh;        /* per key: 1 when not in the state before */
+	int64_t *expires;      /* per key, within the watermark */
+	size_t cap;
+	struct sl_keybuf kb;
+	struct evicted ev;     /* storage keys to delete ('D' and 'E') */
+	uint64_t rows_after, bytes_after;
+};
+
+int sl_dedup_new(const struct sl_query_config *q, uint32_t qid, struct sl_dedup **out)
+{
+	struct sl_dedup *d = calloc(1, sizeof(*d));
+	if (!d)
+		return ENOMEM;
+	if (q->ndedup > 63) {
+		free(d);
+		return EINVAL;
+	}
+	d->q = q;
+	d->within = q->dedup_within_wm;
+	d->sp = (struct sl_state_space){.qid = qid, .op = SL_STATE_DEDUP};
+	d->ex = (struct sl_state_space){.qid = qid, .op = SL_STATE_EXPIRY, .raw = true};
+	for (size_t i = 0; q->has_watermark && !d->within && i < q->ndedup; i++)
+		if (q->dedup[i] == q->wm_col)
+			d->ts_lead = true;
+	if (d->ts_lead)
+		d->cols[d->ncols++] = q->wm_col;
+	for (size_t i = 0; i < q->ndedup; i++)
+		if (!d->ts_lead || q->dedup[i] != q->wm_col)
+			d->cols[d->ncols++] = q->dedup[i];
+	if (d->ts_lead)
+		d->sp.lead_payload = 8;
+	sl_kmap_init(&d->seen);
+	sl_keybuf_init(&d->kb);
+	*out = d;
+	return 0;
+}
+
+void sl_dedup_free(struct sl_dedup *d)
+{
+	if (!d)
+		return;
+	sl_kmap_release(&d->seen);
+	sl_keybuf_release(&d->kb);
+	free(d->fresh);
+	free(d->expires);
+	free(d->ev.keys);
+	free(d->ev.lens);
+	free(d);
+}
+
+static int ev_add(struct evicted *ev, const void *k, size_t len)
+{
+	if (ev->len + len > ev->cap) {
+		size_t cap = ev->cap ? ev->cap * 2 : 4096;
+		while (cap < ev->len + len)
+			cap *= 2;
+		unsigned char *p = realloc(ev->keys, cap);
+		if (!p)
+			return ENOMEM;
+		ev->keys = p;
+		ev->cap = cap;
+	}
+	if (ev->n == ev->ncap) {
+		size_t cap = ev->ncap ? ev->ncap * 2 : 256;
+		size_t *p = realloc(ev->lens, cap * sizeof(*p));
+		if (!p)
+			return ENOMEM;
+		ev->lens = p;
+		ev->ncap = cap;
+	}
+	memcpy(ev->keys + ev->len, k, len);
+	ev->len += len;
+	ev->lens[ev->n++] = len;
+	return 0;
+}
+
+static int grow(struct sl_dedup *d, size_t n)
+{
+	if (n <= d->cap)
+		return 0;
+	size_t cap = d->cap ? d->cap * 2 : 1024;
+	while (cap < n)
+		cap *= 2;
+	uint8_t *f = realloc(d->fresh, cap);
+	if (!f)
+		return ENOMEM;
+	d->fresh = f;
+	int64_t *e = realloc(d->expires, cap * sizeof(*e));
+	if (!e)
+		return ENOMEM;
+	d->expires = e;
+	d->cap = cap;
+	return 0;
+}
+
+/* The event time of a row key led by it (a non-null TIMESTAMP first). */
+static int64_t lead_ts(const unsigned char *rk)
+{
+	return (int64_t)(get_be64(rk + 1) ^ (1ull << 63));
+}
+
+struct evict_walk {
+	struct sl_dedup *d;
+	int64_t wm_us;
+	int64_t wm_ms;
+	uint64_t removed, bytes;
+	int err;
+};
+
+/* dropDuplicates with the event time in the key: entries with ts <= watermark go. */
+static int evict_ts(void *ctx, const void *skey, size_t sklen, const void *rk, size_t rklen,
+		    const void *val, size_t vlen)
+{
+	struct evict_walk *w = ctx;
+	if (rklen < 9)
+		return (w->err = SL_ECORRUPT);
+	if (!sl_watermark_is_late(w->wm_ms, lead_ts(rk)))
+		return 1;
+	if ((w->err = ev_add(&w->d->ev, skey, sklen)))
+		return 1;
+	w->removed++;
+	w->bytes += sl_state_entry_bytes(rklen, vlen);
+	return 0;
+}
+
+/* Within the watermark: 'E' entries whose expiresAt the watermark reached go. */
+static int evict_exp(void *ctx, const void *skey, size_t sklen, const void *rk, size_t rklen,
+		     const void *val, size_t vlen)
+{
+	struct evict_walk *w = ctx;
+	(void)val, (void)vlen;
+	/* rk here is expiresAt(8) | the 'D' storage key without its prefix */
+	if (rklen < 8)
+		return (w->err = SL_ECORRUPT);
+	int64_t exp = (int64_t)(get_be64(rk) ^ (1ull << 63));
+	if (!sl_watermark_expired(w->wm_ms, exp))
+		return 1;
+	unsigned char dkey[5 + SL_STATE_KEY_INLINE + 32];
+	size_t dlen = 5 + rklen - 8;
+	if (dlen > sizeof(dkey))
+		return (w->err = SL_ECORRUPT);
+	memcpy(dkey, skey, 4);
+	dkey[4] = SL_STATE_DEDUP;
+	memcpy(dkey + 5, (const unsigned char *)rk + 8, rklen - 8);
+	if ((w->err = ev_add(&w->d->ev, skey, sklen)) || (w->err = ev_add(&w->d->ev, dkey, dlen)))
+		return 1;
+	w->removed++;
+	/* the 'D' entry's size: its key and the 8-byte expiresAt (a hashed key counts approx.) */
+	w->bytes += sl_state_entry_bytes(rklen - 8, 8) + sklen;
+	return 0;
+}
+
+int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b,
+		     uint8_t *keep, int64_t wm_ms, struct sl_op_metrics *m)
+{
+	const struct sl_query_config *q = d->q;
+	uint64_t rows, bytes;
+	int rc;
+
+	sl_kmap_clear(&d->seen);
+	d->ev.len = d->ev.n = 0;
+	if ((rc = sl_state_counters(t, &d->sp, &rows, &bytes)))
+		return rc;
+	for (size_t r = 0; r < b->nrows; r++) {
+		uint32_t idx;
+		bool added;
+		if (!keep[r])
+			continue;
+		sl_keybuf_clear(&d->kb);
+		if ((rc = sl_rowkey_encode(b, r, d->cols, d->ncols, &d->kb)))
+			return rc;
+		if ((rc = sl_kmap_upsert(&d->seen, d->kb.data, d->kb.len, &idx, &added)))
+			return rc;
+		if (!added) {
+			keep[r] = 0;
+			m->dropped_dup++;
+			continue;
+		}
+		if ((rc = grow(d, (size_t)idx + 1)))
+			return rc;
+		const void *v;
+		size_t vlen;
+		rc = sl_state_get(t, &d->sp, d->kb.data, d->kb.len, &v, &vlen);
+		if (rc == 0) {
+			d->fresh[idx] = 0;
+			keep[r] = 0;
+			m->dropped_dup++;
+			continue;
+		}
+		if (rc != SL_NOTFOUND)
+			return rc;
+		d->fresh[idx] = 1;
+		d->expires[idx] = INT64_MAX;
+		if (d->within && !sl_batch_is_null(b, r, q->wm_col)) {
+			struct sl_watermark w;
+			sl_watermark_init(&w, q->wm_delay_us, wm_ms);
+			d->expires[idx] = sl_watermark_expires_at(&w, b->cols[q->wm_col].cells[r].i);
+		}
+		rows++;
+		m->rows_updated++;
+		bytes += sl_state_entry_bytes(d->kb.len, d->within ? 8 : 0);
+		if (d->within && d->expires[idx] != INT64_MAX)
+			bytes += 5 + 8 + d->kb.len;
+	}
+	/* what the batch's watermark evicts, applied with the commit */
+	struct evict_walk w = {.d = d, .wm_ms = wm_ms};
+	if (d->ts_lead && wm_ms > 0) {
+		unsigned char tag = 0x01; /* non-null event times only: a null is never late */
+		rc = sl_state_each(t, &d->sp, &tag, 1, evict_ts, &w);
+	} else if (d->within && wm_ms > 0) {
+		rc = sl_state_each(t, &d->ex, NULL, 0, evict_exp, &w);
+	} else {
+		rc = 0;
+	}
+	if (w.err)
+		return w.err;
+	if (rc < 0 || rc > 1)
+		return rc;
+	d->rows_after = rows - (w.removed <= rows ? w.removed : rows);
+	d->bytes_after = bytes - (w.bytes <= bytes ? w.bytes : bytes);
+	m->rows_removed = w.removed;
+	m->rows_total = d->rows_after;
+	m->bytes = d->bytes_after;
+	return 0;
+}
+
+int sl_dedup_apply(struct sl_dedup *d, struct sl_txn *t)
+{
+	int rc;
+
+	for (uint32_t i = 0; i < sl_kmap_count(&d->seen); i++) {
+		size_t len;
+		const unsigned char *k = sl_kmap_key(&d->seen, i, &len);
+		if (!d->fresh[i])
+			continue;
+		if (!d->within) {
+			if ((rc = sl_state_put(t, &d->sp, k, len, "", 0)))
+				return rc;
+			continue;
+		}
+		int64_t exp = d->expires[i];
+		if ((rc = sl_state_put(t, &d->sp, k, len, &exp, 8)))
+			return rc;
+		if (exp == INT64_MAX)
+			continue; /* a null event time never expires */
+		struct sl_state_skey sk;
+		unsigned char ek[8 + 5 + SL_STATE_KEY_INLINE];
+		sl_state_skey(&d->sp, k, len, &sk);
+		put_be64(ek, (uint64_t)exp ^ (1ull << 63));
+		memcpy(ek + 8, sk.k + 5, sk.len - 5);
+		if ((rc = sl_state_put(t, &d->ex, ek, 8 + sk.len - 5, "", 0)))
+			return rc;
+	}
+	size_t off = 0;
+	for (size_t i = 0; i < d->ev.n; i++) {
+		if ((rc = sl_state_del_raw(t, d->ev.keys + off, d->ev.lens[i])))
+			return rc;
+		off += d->ev.lens[i];
+	}
+	return sl_state_set_counters(t, &d->sp, d->rows_after, d->bytes_after);
+}
+
+static int first_ts(void *ctx, const void *skey, size_t sklen, const void *rk, size_t rklen,
+		    const void *val, size_t vlen)
+{
+	struct evict_walk *w = ctx;
+	(void)skey, (void)sklen, (void)val, (void)vlen;
+	if (rklen < 9)
+		return (w->err = SL_ECORRUPT);
+	w->removed = sl_watermark_is_late(w->wm_ms, lead_ts(rk));
+	return 1;
+}
+
+static int first_exp(void *ctx, const void *skey, size_t sklen, const void *rk, size_t rklen,
+		     const void *val, size_t vlen)
+{
+	struct evict_walk *w = ctx;
+	(void)skey, (void)sklen, (void)val, (void)vlen;
+	if (rklen < 8)
+		return (w->err = SL_ECORRUPT);
+	w->removed = sl_watermark_expired(w->wm_ms, (int64_t)(get_be64(rk) ^ (1ull << 63)));
+	return 1;
+}
+
+int sl_dedup_due(const struct sl_query_config *q, uint32_t qid, struct sl_txn *t, int64_t wm_ms,
+		 bool *due)
+{
+	struct evict_walk w = {.wm_ms = wm_ms};
+	bool ts_lead = false;
+	int rc = 0;
+
+	*due = false;
+	for (size_t i = 0; q->has_watermark && !q->dedup_within_wm && i < q->ndedup; i++)
+		ts_lead |= q->dedup[i] == q->wm_col;
+	if (ts_lead) {
+		struct sl_state_space sp = {.qid = qid, .op = SL_STATE_DEDUP, .lead_payload = 8};
+		unsigned char tag = 0x01;
+		rc = sl_state_each(t, &sp, &tag, 1, first_ts, &w);
+	} else if (q->dedup_within_wm) {
+		struct sl_state_space sp = {.qid = qid, .op = SL_STATE_EXPIRY, .raw = true};
+		rc = sl_state_each(t, &sp, NULL, 0, first_exp, &w);
+	}
+	if (w.err)
+		return w.err;
+	if (rc < 0 || rc > 1)
+		return rc;
+	*due = w.removed != 0;
+	return 0;
+}

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * groupBy + aggregate, as Spark's streaming aggregation
+ * (StateStoreRestoreExec/StateStoreSaveExec) in its three output modes.
+ *
+ * State (core/state.h), op 'A': key = the window (when groupBy has one)
+ * then the group columns, as row keys; value = the aggregates' states
+ * (core/agg.h) back to back. Window-first keys sort by window start, and
+ * with one window length also by end, so the windows a watermark closes
+ * are the first entries of a walk.
+ *
+ * Per batch: the batch's rows are aggregated in a hash table (core/kmap.h),
+ * each group is then merged with its stored state, and the output is
+ *   append:   the windows the batch's watermark closes, once, from the state;
+ *   update:   the groups the batch changed;
+ *   complete: every group (a merge of the state walk with the batch's groups).
+ * Closed windows leave the state in append and update modes, when the
+ * window is on the watermark column; complete mode keeps everything.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg.h"
+#include "catalog.h"
+#include "config.h"
+#include "err.h"
+#include "kmap.h"
+#include "ops.h"
+#include "rowkey.h"
+#include "state.h"
+#include "window.h"
+
+struct sl_groupby {
+	const struct sl_query_config *q;
+	struct sl_state_space sp;
+	size_t ssz;               /* bytes of one group's states */
+	size_t offs[64];          /* each aggregate's offset in them */
+	bool evicts;              /* closed windows leave the state */
+	enum sl_type types[65];   /* the key's value types: window?, groups */
+	size_t dest[65];          /* and their output columns */
+	size_t ntypes;
+	struct sl_kmap groups;    /* this batch's groups */
+	unsigned char *states;    /* ssz bytes per group */
+	uint8_t *stored;          /* per group: it was in the state */
+	size_t cap;
+	uint32_t *order;          /* groups sorted by storage key */
+	struct sl_keybuf kb;
+	struct sl_window *wins;
+	size_t maxwins;
+	/* evicted storage keys */
+	unsigned char *ev;
+	size_t evlen, evcap;
+	size_t *evlens;
+	size_t nev, nevcap;
+	uint64_t rows_after, bytes_after;
+};
+
+int sl_groupby_new(const struct sl_query_config *q, uint32_t qid, struct sl_groupby **out,
+		   char *err, size_t errlen)
+{
+	if (q->naggs > 64 || q->ngroup > 63)
+		return EINVAL;
+	for (size_t i = 0; i < q->naggs; i++) {
+		if (sl_agg_supported(&q->aggs[i]))
+			continue;
+		snprintf(err, errlen,
+			 "queries.%s.aggregate.%s: min and max of a STRING column are not supported "
+			 "by this version",
+			 q->name, q->aggs[i].name);
+		return ENOTSUP;
+	}
+	struct sl_groupby *g = calloc(1, sizeof(*g));
+	if (!g)
+		return ENOMEM;
+	g->q = q;
+	g->sp = (struct sl_state_space){.qid = qid, .op = SL_STATE_AGG,
+					.lead_payload = q->has_window ? 16 : 0};
+	for (size_t i = 0; i < q->naggs; i++) {
+		g->offs[i] = g->ssz;
+		g->ssz += sl_agg_state_size(&q->aggs[i]);
+	}
+	g->evicts = q->has_watermark && q->has_window && q->win_col == q->wm_col &&
+		    q->output_mode != SL_OUTPUT_COMPLETE;
+	size_t c = 0;
+	if (q->has_window) {
+		g->types[g->ntypes] = SL_TYPE_WINDOW;
+		g->dest[g->ntypes++] = c++;
+		g->maxwins = sl_window_max_count(q->win_duration_us, q->win_slide_us);
+		g->wins = calloc(g->maxwins, sizeof(*g->wins));
+		if (!g->wins) {
+			free(g);
+			return ENOMEM;
+		}
+	}
+	for (size_t i = 0; i < q->ngroup; i++) {
+		g->types[g->ntypes] = q->source.schema.cols[q->group[i]].type;
+		g->dest[g->ntypes++] = c++;
+	}
+	sl_kmap_init(&g->groups);
+	sl_keybuf_init(&g->kb);
+	*out = g;
+	return 0;
+}
+
+void sl_groupby_free(struct sl_groupby *g)
+{
+	if (!g)
+		return;
+	sl_kmap_release(&g->groups);
+	sl_keybuf_release(&g->kb);
+	free(g->states);
+	free(g->stored);
+	free(g->order);
+	free(g->wins);
+	free(g->ev);
+	free(g->evlens);
+	free(g);
+}
+
+static int grow(struct sl_groupby *g, size_t n)
+{
+	if (n <= g->cap)
+		return 0;
+	size_t cap = g->cap ? g->cap * 2 : 1024;
+	while (cap < n)
+		cap *= 2;
+	unsigned char *s = realloc(g->states, cap * (g->ssz ? g->ssz : 1));
+	if (!s)
+		return ENOMEM;
+	g->states = s;
+	uint8_t *st = realloc(g->stored, cap);
+	if (!st)
+		return ENOMEM;
+	g->stored = st;
+	g->cap = cap;
+	return 0;
+}
+
+static int ev_add(struct sl_groupby *g, const void *k, size_t len)
+{
+	if (g->evlen + len > g->evcap) {
+		size_t cap = g->evcap ? g->evcap * 2 : 4096;
+		while (cap < g->evlen + len)
+			cap *= 2;
+		unsigned char *p = realloc(g->ev, cap);
+		if (!p)
+			return ENOMEM;
+		g->ev = p;
+		g->evcap = cap;
+	}
+	if (g->nev == g->nevcap) {
+		size_t cap = g->nevcap ? g->nevcap * 2 : 256;
+		size_t *p = realloc(g->evlens, cap * sizeof(*p));
+		if (!p)
+			return ENOMEM;
+		g->evlens = p;
+		g->nevcap = cap;
+	}
+	memcpy(g->ev + g->evlen, k, len);
+	g->evlen += len;
+	g->evlens[g->nev++] = len;
+	return 0;
+}
+
+/* Adds row r of b to the group whose row key is in g->kb. */
+static int add_row(struct sl_groupby *g, const struct sl_batch *b, size_t r, char *err,
+		   size_t errlen)
+{
+	const struct sl_query_config *q = g->q;
+	uint32_t idx;
+	bool added;
+	int rc;
+
+	if ((rc = sl_kmap_upsert(&g->groups, g->kb.data, g->kb.len, &idx, &added)))
+		return rc;
+	if ((rc = grow(g, (size_t)idx + 1)))
+		return rc;
+	unsigned char *st = g->states + (size_t)idx * g->ssz;
+	if (added)
+		for (size_t i = 0; i < q->naggs; i++)
+			sl_agg_init(&q->aggs[i], st + g->offs[i]);
+	for (size_t i = 0; i < q->naggs; i++) {
+		if (sl_agg_update(&q->aggs[i], st + g->offs[i], b, r) == ERANGE) {
+			snprintf(err, errlen, "aggregate %s: %s(%s) overflows BIGINT", q->aggs[i].name,
+				 q->aggs[i].fn == SL_AGG_AVG ? "avg" : "sum",
+				 q->source.schema.cols[q->aggs[i].col].name);
+			return SL_EMALFORMED;
+		}
+	}
+	return 0;
+}
+
+/* The storage key of group idx, for sorting and merging with the state walk. */
+static void group_skey(const struct sl_groupby *g, uint32_t idx, struct sl_state_skey *sk)
+{
+	size_t len;
+	const unsigned char *k = sl_kmap_key(&g->groups, idx, &len);
+	sl_state_skey(&g->sp, k, len, sk);
+}
+
+static int cmp_groups(const void *a, const void *b, void *ctx)
+{
+	const struct sl_groupby *sort_g = ctx;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	size_t xl, yl;
+	const unsigned char *xk = sl_kmap_key(&sort_g->groups, x, &xl);
+	const unsigned char *yk = sl_kmap_key(&sort_g->groups, y, &yl);
+	if (xl <= SL_STATE_KEY_INLINE && yl <= SL_STATE_KEY_INLINE)
+		return sl_state_skey_cmp(xk, xl, yk, yl);
+	struct sl_state_skey sx, sy;
+	group_skey(sort_g, x, &sx);
+	group_skey(sort_g, y, &sy);
+	return sl_state_skey_cmp(sx.k, sx.len, sy.k, sy.len);
+}
+
+/* Appends the output row of key rk with states st. */
+static int emit(struct sl_groupby *g, struct sl_batch *out, const void *rk, size_t rklen,
+		const unsigned char *st, char *err, size_t errlen)
+{
+	const struct sl_query_config *q = g->q;
+	size_t row;
+	int rc;
+
+	if ((rc = sl_batch_add_row(out, &row)))
+		return rc;
+	if ((rc = sl_rowkey_decode(rk, rklen, g->types, g->ntypes, out, row, g->dest)))
+		return rc;
+	for (size_t i = 0; i < q->naggs; i++) {
+		if (sl_agg_result(&q->aggs[i], st + g->offs[i], out, row, g->ntypes + i) == ERANGE) {
+			snprintf(err, errlen, "aggregate %s overflows BIGINT", q->aggs[i].name);
+			return SL_EMALFORMED;
+		}
+	}
+	return 0;
+}
+
+struct walk {
+	struct sl_groupby *g;
+	struct sl_batch *out;
+	int64_t wm_ms;
+	bool emit_closed;      /* append: closed windows are written */
+	size_t next;           /* complete: next batch group (in order) to merge */
+	uint64_t removed, bytes;
+	char *err;
+	size_t errlen;
+	int rc;
+};
+
+/* append and update: closed windows leave the state (append writes them first). */
+static int walk_closed(void *ctx, const void *skey, size_t sklen, const void *rk, size_t rklen,
+		       const void *val, size_t vlen)
+{
+	struct walk *w = ctx;
+	struct sl_groupby *g = w->g;
+	int64_t start, end;
+
+	if ((w->rc = sl_rowkey_decode_window(rk, rklen, &start, &end)))
+		return 1;
+	if (!sl_watermark_window_final(w->wm_ms, end))
+		return 1;
+	if (vlen != g->ssz)
+		return (w->rc = SL_ECORRUPT), 1;
+	/* a group of this batch in a closed window (not possible with late rows dropped) */
+	uint32_t idx;
+	const unsigned char *st = val;
+	if (sl_kmap_find(&g->groups, rk, rklen, &idx)) {
+		st = g->states + (size_t)idx * g->ssz;
+		g->stored[idx] = 2; /* merged and closed: not stored again */
+	}
+	if (w->emit_closed && (w->rc = emit(g, w->out, rk, rklen, st, w->err, w->errlen)))
+		return 1;
+	if ((w->rc = ev_add(g, skey, sklen)))
+		return 1;
+	w->removed++;
+	w->bytes += sl_state_entry_bytes(rklen, vlen);
+	return 0;
+}
+
+/* complete: every stored group, merged in order with the batch's groups. */
+static int walk_all(void *ctx, const void *skey, size_t sklen, const void *rk, size_t rklen,
+		    const void *val, size_t vlen)
+{
+	struct walk *w = ctx;
+	struct sl_groupby *g = w->g;
+	size_t n = sl_kmap_count(&g->groups);
+
+	if (vlen != g->ssz)
+		return (w->rc = SL_ECORRUPT), 1;
+	for (; w->next < n; w->next++) {
+		uint32_t idx = g->order[w->next];
+		struct sl_state_skey sk;
+		group_skey(g, idx, &sk);
+		int c = sl_state_skey_cmp(sk.k, sk.len, skey, sklen);
+		if (c > 0)
+			break;
+		size_t len;
+		const unsigned char *k = sl_kmap_key(&g->groups, idx, &len);
+		if ((w->rc = emit(g, w->out, k, len, g->states + (size_t)idx * g->ssz, w->err,
+				  w->errlen)))
+			return 1;
+		if (c == 0) {
+			w->next++;
+			return 0; /* this stored group was merged: written above */
+		}
+	}
+	return (w->rc = emit(g, w->out, rk, rklen, val, w->err, w->errlen)) ? 1 : 0;
+}
+
+int sl_groupby_process(struct sl_groupby *g, struct sl_txn *t, const struct sl_batch *b,
+		       const uint8_t *keep, int64_t wm_ms, struct sl_batch *out,
+		       struct sl_op_metrics *m, char *err, size_t errlen)
+{
+	const struct sl_query_config *q = g->q;
+	uint64_t rows, bytes;
+	int rc;
+
+	sl_kmap_clear(&g->groups);
+	g->evlen = g->nev = 0;
+	sl_batch_clear(out);
+	if ((rc = sl_state_counters(t, &g->sp, &rows, &bytes)))
+		return rc;
+	for (size_t r = 0; r < b->nrows; r++) {
+		if (!keep[r])
+			continue;
+		if (!q->has_window) {
+			sl_keybuf_clear(&g->kb);
+			if ((rc = sl_rowkey_encode(b, r, q->group, q->ngroup, &g->kb)) ||
+			    (rc = add_row(g, b, r, err, errlen)))
+				return rc;
+			continue;
+		}
+		if (sl_batch_is_null(b, r, q->win_col))
+			continue; /* a null event time joins no window */
+		size_t nw = sl_window_assign(b->cols[q->win_col].cells[r].i, q->win_duration_us,
+					     q->win_slide_us, g->wins, g->maxwins);
+		for (size_t k = 0; k < nw; k++) {
+			sl_keybuf_clear(&g->kb);
+			if ((rc = sl_rowkey_encode_window(&g->kb, g->wins[k].start, g->wins[k].end)) ||
+			    (rc = sl_rowkey_encode(b, r, q->group, q->ngroup, &g->kb)) ||
+			    (rc = add_row(g, b, r, err, errlen)))
+				return rc;
+		}
+	}
+	/* merge each group with its stored state, in storage-key order */
+	size_t n = sl_kmap_count(&g->groups);
+	uint32_t *order = realloc(g->order, (n ? n : 1) * sizeof(*order));
+	if (!order)
+		return ENOMEM;
+	g->order = order;
+	for (size_t i = 0; i < n; i++)
+		order[i] = (uint32_t)i;
+	qsort_r(order, n, sizeof(*order), cmp_groups, g); /* glibc's, with a context */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t idx = order[i];
+		size_t len;
+		const unsigned char *k = sl_kmap_key(&g->groups, idx, &len);
+		unsigned char *st = g->states + (size_t)idx * g->ssz;
+		const void *v;
+		size_t vlen;
+		rc = sl_state_get(t, &g->sp, k, len, &v, &vlen);
+		if (rc == SL_NOTFOUND) {
+			g->stored[idx] = 0;
+			rows++;
+			bytes += sl_state_entry_bytes(len, g->ssz);
+			continue;
+		}
+		if (rc)
+			return rc;
+		if (vlen != g->ssz)
+			return SL_ECORRUPT;
+		unsigned char merged[64 * SL_AGG_STATE_MAX];
+		memcpy(merged, v, g->ssz);
+		for (size_t a = 0; a < q->naggs; a++) {
+			if (sl_agg_merge(&q->aggs[a], merged + g->offs[a], st + g->offs[a]) == ERANGE) {
+				snprintf(err, errlen, "aggregate %s overflows BIGINT", q->aggs[a].name);
+				return SL_EMALFORMED;
+			}
+		}
+		memcpy(st, merged, g->ssz);
+		g->stored[idx] = 1;
+	}
+	m->rows_updated = n;
+
+	struct walk w = {.g = g, .out = out, .wm_ms = wm_ms, .err = err, .errlen = errlen};
+	if (q->output_mode == SL_OUTPUT_UPDATE) {
+		for (size_t i = 0; i < n; i++) {
+			size_t len;
+			const unsigned char *k = sl_kmap_key(&g->groups, order[i], &len);
+			if ((rc = emit(g, out, k, len, g->states + (size_t)order[i] * g->ssz, err,
+				       errlen)))
+				return rc;
+		}
+	}
+	if (g->evicts && wm_ms > 0) {
+		w.emit_closed = q->output_mode == SL_OUTPUT_APPEND;
+		rc = sl_state_each(t, &g->sp, NULL, 0, walk_closed, &w);
+		if (w.rc)
+			return w.rc;
+		if (rc < 0 || rc > 1)
+			return rc;
+	}
+	if (q->output_mode == SL_OUTPUT_COMPLETE) {
+		rc = sl_state_each(t, &g->sp, NULL, 0, walk_all, &w);
+		if (w.rc)
+			return w.rc;
+		if (rc < 0 || rc > 1)
+			return rc;
+		for (; w.next < n; w.next++) {
+			size_t len;
+			uint32_t idx = order[w.next];
+			const unsigned char *k = sl_kmap_key(&g->groups, idx, &len);
+			if ((rc = emit(g, out, k, len, g->states + (size_t)idx * g->ssz, err, errlen)))
+				return rc;
+		}
+	}
+	/* a new group closed at once leaves no state behind (defensive: see walk_closed) */
+	for (size_t i = 0; g->evicts && i < n; i++) {
+		uint32_t idx = order[i];
+		size_t len;
+		int64_t start, end;
+		const unsigned char *k = sl_kmap_key(&g->groups, idx, &len);
+		if (g->stored[idx] || sl_rowkey_decode_window(k, len, &start, &end) ||
+		    !sl_watermark_window_final(wm_ms, end))
+			continue;
+		if (q->output_mode == SL_OUTPUT_APPEND &&
+		    (rc = emit(g, out, k, len, g->states + (size_t)idx * g->ssz, err, errlen)))
+			return rc;
+		g->stored[idx] = 2;
+		rows--;
+		bytes -= sl_state_entry_bytes(len, g->ssz);
+	}
+	g->rows_after = rows - (w.removed <= rows ? w.removed : rows);
+	g->bytes_after = bytes - (w.bytes <= bytes ? w.bytes : bytes);
+	m->rows_removed = w.removed;
+	m->rows_total = g->rows_after;
+	m->bytes = g->bytes_after;
+	return 0;
+}
+
+int sl_groupby_apply(struct sl_groupby *g, struct sl_txn *t)
+{
+	size_t n = sl_kmap_count(&g->groups);
+	int rc;
+
+	/* sorted puts keep LMDB's pages hot */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t idx = g->order[i];
+		size_t len;
+		if (g->stored[idx] == 2)
+			continue;
+		const unsigned char *k = sl_kmap_key(&g->groups, idx, &len);
+		if ((rc = sl_state_put(t, &g->sp, k, len, g->states + (size_t)idx * g->ssz, g->ssz)))
+			return rc;
+	}
+	size_t off = 0;
+	for (size_t i = 0; i < g->nev; i++) {
+		if ((rc = sl_state_del_raw(t, g->ev + off, g->evlens[i])))
+			return rc;
+		off += g->evlens[i];
+	}
+	return sl_state_set_counters(t, &g->sp, g->rows_after, g->bytes_after);
+}
+
+struct first {
+	int64_t wm_ms;
+	bool due;
+	int rc;
+};
+
+static int first_closed(void *ctx, const void *skey, size_t sklen, const void *rk, size_t rklen,
+			const void *val, size_t vlen)
+{
+	struct first *f = ctx;
+	int64_t start, end;
+	(void)skey, (void)sklen, (void)val, (void)vlen;
+	if ((f->rc = sl_rowkey_decode_window(rk, rklen, &start, &end)))
+		return 1;
+	f->due = sl_watermark_window_final(f->wm_ms, end);
+	return 1;
+}
+
+int sl_groupby_due(const struct sl_query_config *q, uint32_t qid, struct sl_txn *t,
+		   int64_t wm_ms, bool *due)
+{
+	struct sl_state_space sp = {.qid = qid, .op = SL_STATE_AGG, .lead_payload = 16};
+	struct first f = {.wm_ms = wm_ms};
+
+	*due = false;
+	if (!(q->has_watermark && q->has_window && q->win_col == q->wm_col &&
+	      q->output_mode != SL_OUTPUT_COMPLETE))
+		return 0;
+	int rc = sl_state_each(t, &sp, NULL, 0, first_closed, &f);
+	if (f.rc)
+		return f.rc;
+	if (rc < 0 || rc > 1)
+		return rc;
+	*due = f.due;
+	return 0;
+}

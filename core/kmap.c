@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/* Byte-string keys to dense indexes: open addressing, linear probing. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kmap.h"
+
+/* A slot: the key's hash (0 marks an empty slot) and its index + 1. */
+struct sl_kmap_slot {
+	uint64_t hash;
+	uint32_t idx;
+};
+
+static inline uint64_t read64(const unsigned char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static inline uint64_t mix(uint64_t a, uint64_t b)
+{
+	/* 64x64 -> 128 multiply, folded (the core of wyhash) */
+	__uint128_t r = (__uint128_t)a * b;
+	return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+uint64_t sl_kmap_hash(const void *key, size_t len, uint64_t seed)
+{
+	const unsigned char *p = key;
+	uint64_t h = seed ^ 0xa0761d6478bd642full ^ (len * 0xe7037ed1a0b428dbull);
+	size_t i = 0;
+
+	for (; i + 16 <= len; i += 16)
+		h = mix(read64(p + i) ^ 0xe7037ed1a0b428dbull ^ h,
+			read64(p + i + 8) ^ 0x8ebc6af09c88c6e3ull);
+	uint64_t a = 0, b = 0;
+	size_t rest = len - i;
+	if (rest >= 8) {
+		a = read64(p + i);
+		memcpy(&b, p + i + 8, rest - 8);
+	} else {
+		memcpy(&a, p + i, rest);
+	}
+	h = mix(a ^ 0xe7037ed1a0b428dbull ^ h, b ^ 0x8ebc6af09c88c6e3ull ^ len);
+	return mix(h, 0x589965cc75374cc3ull);
+}
+
+void sl_kmap_init(struct sl_kmap *m)
+{
+	memset(m, 0, sizeof(*m));
+}
+
+void sl_kmap_release(struct sl_kmap *m)
+{
+	free(m->slots);
+	free(m->keys);
+	free(m->arena);
+	sl_kmap_init(m);
+}
+
+void sl_kmap_clear(struct sl_kmap *m)
+{
+	if (m->slots)
+		memset(m->slots, 0, (m->mask + 1) * sizeof(*m->slots));
+	m->n = 0;
+	m->arena_len = 0;
+}
+
+static uint64_t slot_hash(const void *key, size_t len)
+{
+	uint64_t h = sl_kmap_hash(key, len, 0);
+	return h ? h : 1; /* 0 marks an empty slot */
+}
+
+static bool same(const struct sl_kmap *m, uint32_t idx, const void *key, size_t len)
+{
+	size_t klen;
+	const unsigned char *k = sl_kmap_key(m, idx, &klen);
+	return klen == len && !memcmp(k, key, len);
+}
+
+bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t *idx)
+{
+	if (!m->slots)
+		return false;
+	uint64_t h = slot_hash(key, len);
+	for (size_t s = h & m->mask;; s = (s + 1) & m->mask) {
+		const struct sl_kmap_slot *sl = &m->slots[s];
+		if (!sl->hash)
+			return false;
+		if (sl->hash == h && same(m, sl->idx - 1, key, len)) {
+			*idx = sl->idx - 1;
+			return true;
+		}
+	}
+}
+
+/* Doubles the slots (or makes the first 1024) and re-inserts every key. */
+static int rehash(struct sl_kmap *m)
+{
+	size_t nslots = m->slots ? (m->mask + 1) * 2 : 1024;
+	struct sl_kmap_slot *slots = calloc(nslots, sizeof(*slots));
+	if (!slots)
+		return ENOMEM;
+	size_t mask = nslots - 1;
+	for (size_t i = 0; m->slots && i <= m->mask; i++) {
+		struct sl_kmap_slot sl = m->slots[i];
+		if (!sl.hash)
+			continue;
+		size_t s = sl.hash & mask;
+		while (slots[s].hash)
+			s = (s + 1) & mask;
+		slots[s] = sl;
+	}
+	free(m->slots);
+	m->slots = slots;
+	m->mask = mask;
+	return 0;
+}
+
+int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx, bool *added)
+{
+	int rc;
+
+	if (len > SL_KMAP_KEY_MAX || m->n >= UINT32_MAX - 1)
+		return EOVERFLOW;
+	/* keep the load under 1/2: short probe runs */
+	if (!m->slots || (m->n + 1) * 2 > m->mask + 1)
+		if ((rc = rehash(m)))
+			return rc;
+	uint64_t h = slot_hash(key, len);
+	size_t s = h & m->mask;
+	for (;; s = (s + 1) & m->mask) {
+		struct sl_kmap_slot *sl = &m->slots[s];
+		if (!sl->hash)
+			break;
+		if (sl->hash == h && same(m, sl->idx - 1, key, len)) {
+			*idx = sl->idx - 1;
+			*added = false;
+			return 0;
+		}
+	}
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 1024;
+		uint64_t *keys = realloc(m->keys, cap * sizeof(*keys));
+		if (!keys)
+			return ENOMEM;
+		m->keys = keys;
+		m->cap = cap;
+	}
+	if (m->arena_len + len > m->arena_cap) {
+		size_t cap = m->arena_cap ? m->arena_cap : 65536;
+		while (cap < m->arena_len + len)
+			cap *= 2;
+		if (cap >> 40)
+			return EOVERFLOW; /* offsets have 40 bits */
+		unsigned char *a = realloc(m->arena, cap);
+		if (!a)
+			return ENOMEM;
+		m->arena = a;
+		m->arena_cap = cap;
+	}
+	memcpy(m->arena + m->arena_len, key, len);
+	m->keys[m->n] = (uint64_t)m->arena_len << 24 | len;
+	m->arena_len += len;
+	m->slots[s].hash = h;
+	m->slots[s].idx = (uint32_t)m->n + 1;
+	*idx = (uint32_t)m->n++;
+	*added = true;
+	return 0;
+}
+
+size_t sl_kmap_bytes(const struct sl_kmap *m)
+{
+	return (m->slots ? (m->mask + 1) * sizeof(*m->slots) : 0) + m->cap * sizeof(*m->keys) +
+	       m->arena_cap;
+}

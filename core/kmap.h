@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A map from byte-string keys to dense indexes 0..n-1, by open addressing
+ * with linear probing: the per-batch table of dedup keys and aggregation
+ * groups. Keys are copied into one arena; callers keep per-key values in
+ * their own arrays, indexed by the dense index. Not thread-safe.
+ */
+#ifndef SLUICE_CORE_KMAP_H
+#define SLUICE_CORE_KMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sl_kmap_slot;
+
+/* Embed it; sl_kmap_init() makes it empty without allocating. */
+struct sl_kmap {
+	struct sl_kmap_slot *slots; /* mask + 1 slots, a power of two; NULL when empty */
+	size_t mask;
+	uint64_t *keys;  /* n entries: arena offset << 24 | length */
+	size_t n, cap;   /* keys in use / allocated */
+	unsigned char *arena;
+	size_t arena_len, arena_cap;
+};
+
+/* Keys longer than this are refused (EOVERFLOW). */
+#define SL_KMAP_KEY_MAX ((1u << 24) - 1)
+
+void sl_kmap_init(struct sl_kmap *m);
+void sl_kmap_release(struct sl_kmap *m);
+/* Empties the map, keeping its memory for the next batch. */
+void sl_kmap_clear(struct sl_kmap *m);
+
+/*
+ * Finds key (len bytes); when absent, adds a copy of it. *idx gets its
+ * index and *added whether it was new. Returns 0, ENOMEM or EOVERFLOW
+ * (key too long, or 2^32 keys); the map is unchanged on failure.
+ */
+int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx, bool *added);
+
+/* Finds key: true with *idx set, or false. */
+bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t *idx);
+
+/* Number of keys. */
+static inline size_t sl_kmap_count(const struct sl_kmap *m) { return m->n; }
+
+/* Key idx (< count): borrowed until the map next grows, clears or is released. */
+static inline const unsigned char *sl_kmap_key(const struct sl_kmap *m, uint32_t idx, size_t *len)
+{
+	*len = (size_t)(m->keys[idx] & SL_KMAP_KEY_MAX);
+	return m->arena + (m->keys[idx] >> 24);
+}
+
+/* Bytes the map holds (slots, key index and arena), for memoryUsedBytes. */
+size_t sl_kmap_bytes(const struct sl_kmap *m);
+
+/* A 64-bit hash of len bytes (also used for state keys too long for LMDB). */
+uint64_t sl_kmap_hash(const void *key, size_t len, uint64_t seed);
+
+#endif
