@@ -1088,6 +1088,19 @@ int sl_cat_put(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
 	return put(t, t->cat->tables[tb], (void *)key, klen, val, vlen);
 }
 
+int sl_cat_put_ascending(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
+			 const void *val, size_t vlen)
+{
+	MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+	if (!t->write)
+		return EROFS;
+	/* appending after the table's last key skips the search and fills pages */
+	int rc = mdb_put(t->txn, t->cat->tables[tb], &k, &v, MDB_APPEND);
+	if (rc == MDB_KEYEXIST)
+		rc = mdb_put(t->txn, t->cat->tables[tb], &k, &v, 0);
+	return map_rc(rc);
+}
+
 int sl_cat_del(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen)
 {
 	return del(t, t->cat->tables[tb], (void *)key, klen);

@@ -180,6 +180,13 @@ int sl_cat_get(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen
 	       const void **val, size_t *vlen);
 int sl_cat_put(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen,
 	       const void *val, size_t vlen);
+/*
+ * sl_cat_put() for one of a run of puts in ascending key order: a key past
+ * the table's last is appended (no search, full pages), any other is put
+ * as usual. The result is the same as sl_cat_put()'s.
+ */
+int sl_cat_put_ascending(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen,
+			 const void *val, size_t vlen);
 /* A missing key is not an error. */
 int sl_cat_del(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen);
 /*

@@ -44,6 +44,8 @@ struct sl_dedup {
 	uint8_t *fresh;        /* per key: 1 when not in the state before */
 	int64_t *expires;      /* per key, within the watermark */
 	size_t cap;
+	uint32_t *order;       /* the fresh keys, sorted: LMDB takes sorted puts fastest */
+	size_t nfresh;
 	struct sl_keybuf kb;
 	struct evicted ev;     /* storage keys to delete ('D' and 'E') */
 	uint64_t rows_after, bytes_after;
@@ -86,6 +88,7 @@ void sl_dedup_free(struct sl_dedup *d)
 	sl_keybuf_release(&d->kb);
 	free(d->fresh);
 	free(d->expires);
+	free(d->order);
 	free(d->ev.keys);
 	free(d->ev.lens);
 	free(d);
@@ -134,6 +137,17 @@ static int grow(struct sl_dedup *d, size_t n)
 	d->expires = e;
 	d->cap = cap;
 	return 0;
+}
+
+static int cmp_keys(const void *a, const void *b, void *ctx)
+{
+	const struct sl_kmap *m = ctx;
+	size_t al, bl;
+	const unsigned char *ak = sl_kmap_key(m, *(const uint32_t *)a, &al);
+	const unsigned char *bk = sl_kmap_key(m, *(const uint32_t *)b, &bl);
+	size_t n = al < bl ? al : bl;
+	int c = memcmp(ak, bk, n);
+	return c ? c : (al > bl) - (al < bl);
 }
 
 /* The event time of a row key led by it (a non-null TIMESTAMP first). */
@@ -204,6 +218,8 @@ int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch
 	d->ev.len = d->ev.n = 0;
 	if ((rc = sl_state_counters(t, &d->sp, &rows, &bytes)))
 		return rc;
+	if ((rc = sl_kmap_reserve(&d->seen, b->nrows)) || (rc = grow(d, b->nrows)))
+		return rc;
 	for (size_t r = 0; r < b->nrows; r++) {
 		uint32_t idx;
 		bool added;
@@ -245,6 +261,15 @@ int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch
 		if (d->within && d->expires[idx] != INT64_MAX)
 			bytes += 5 + 8 + d->kb.len;
 	}
+	uint32_t *order = realloc(d->order, (sl_kmap_count(&d->seen) + 1) * sizeof(*order));
+	if (!order)
+		return ENOMEM;
+	d->order = order;
+	d->nfresh = 0;
+	for (uint32_t i = 0; i < sl_kmap_count(&d->seen); i++)
+		if (d->fresh[i])
+			order[d->nfresh++] = i;
+	qsort_r(order, d->nfresh, sizeof(*order), cmp_keys, &d->seen);
 	/* what the batch's watermark evicts, applied with the commit */
 	struct evict_walk w = {.d = d, .wm_ms = wm_ms};
 	if (d->ts_lead && wm_ms > 0) {
@@ -271,11 +296,10 @@ int sl_dedup_apply(struct sl_dedup *d, struct sl_txn *t)
 {
 	int rc;
 
-	for (uint32_t i = 0; i < sl_kmap_count(&d->seen); i++) {
+	for (size_t j = 0; j < d->nfresh; j++) {
+		uint32_t i = d->order[j];
 		size_t len;
 		const unsigned char *k = sl_kmap_key(&d->seen, i, &len);
-		if (!d->fresh[i])
-			continue;
 		if (!d->within) {
 			if ((rc = sl_state_put(t, &d->sp, k, len, "", 0)))
 				return rc;

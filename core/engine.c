@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -629,7 +630,12 @@ static void make_uuid(char out[40])
 
 /* ---- 2. read, decode, format ---- */
 
-static int read_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len)
+/*
+ * A landed file's bytes: inline ones copied (*mapped false, free()), a
+ * blob mapped read-only (*mapped true, munmap()): landed blobs never change,
+ * and a mapping costs no copy and no resident memory of its own.
+ */
+static int read_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len, bool *mapped)
 {
 	struct sl_txn *t;
 	struct sl_inode i;
@@ -657,6 +663,18 @@ static int read_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len)
 	int fd;
 	if ((rc = sl_blob_open(sl_land_blobs(l), id, O_RDONLY, &fd)))
 		return rc;
+	struct stat sb;
+	if (i.size > 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= i.size) {
+		void *m = mmap(NULL, i.size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m != MAP_FAILED) {
+			close(fd);
+			madvise(m, i.size, MADV_SEQUENTIAL);
+			*data = m;
+			*len = i.size;
+			*mapped = true;
+			return 0;
+		}
+	}
 	char *buf = malloc(i.size ? i.size : 1);
 	size_t got = 0;
 	if (!buf)
@@ -697,6 +715,7 @@ static int decode_all(struct sl_land *l, const struct plan *p, struct sl_decoder
 		const struct planned *f = &p->files[i];
 		char *data = NULL;
 		size_t len = 0;
+		bool mapped = false;
 
 		if (p->stop && *p->stop) {
 			/* an unmount: the batch is replayed from its offsets at the next start */
@@ -704,7 +723,7 @@ static int decode_all(struct sl_land *l, const struct plan *p, struct sl_decoder
 				 p->batch);
 			return ECANCELED;
 		}
-		if ((rc = read_bytes(l, f->id, &data, &len))) {
+		if ((rc = read_bytes(l, f->id, &data, &len, &mapped))) {
 			snprintf(r->error, sizeof(r->error), "cannot read 'in/%.300s': %s", f->path,
 				 sl_strerror(rc));
 			break;
@@ -713,7 +732,11 @@ static int decode_all(struct sl_land *l, const struct plan *p, struct sl_decoder
 			void *plain;
 			size_t plen;
 			rc = sl_codec_decompress(data, len, ZST_LIMIT, &plain, &plen);
-			free(data);
+			if (mapped)
+				munmap(data, len);
+			else
+				free(data);
+			mapped = false;
 			if (rc) {
 				snprintf(r->error, sizeof(r->error), "cannot decompress 'in/%.300s': %s",
 					 f->path,
@@ -730,7 +753,10 @@ static int decode_all(struct sl_land *l, const struct plan *p, struct sl_decoder
 		}
 		memset(&derr, 0, sizeof(derr));
 		rc = sl_decode_file(dec, f->path, data, len, b, st, &derr);
-		free(data);
+		if (mapped)
+			munmap(data, len);
+		else
+			free(data);
 		if (rc == SL_EMALFORMED)
 			snprintf(r->error, sizeof(r->error), "'in/%.300s' line %" PRIu64 ": %s", f->path,
 				 derr.line, derr.reason);

@@ -321,6 +321,8 @@ int sl_groupby_process(struct sl_groupby *g, struct sl_txn *t, const struct sl_b
 	sl_batch_clear(out);
 	if ((rc = sl_state_counters(t, &g->sp, &rows, &bytes)))
 		return rc;
+	if ((rc = sl_kmap_reserve(&g->groups, b->nrows)) || (rc = grow(g, b->nrows)))
+		return rc;
 	for (size_t r = 0; r < b->nrows; r++) {
 		if (!keep[r])
 			continue;

@@ -6,10 +6,15 @@
 
 #include "kmap.h"
 
-/* A slot: the key's hash (0 marks an empty slot) and its index + 1. */
+/*
+ * A slot: the high half of the key's hash, its index + 1 (0 marks an empty
+ * slot) and where its bytes are, so that a probe reads no other array
+ * before comparing the key itself.
+ */
 struct sl_kmap_slot {
-	uint64_t hash;
+	uint32_t tag;
 	uint32_t idx;
+	uint64_t ref; /* arena offset << 24 | length, as keys[] */
 };
 
 static inline uint64_t read64(const unsigned char *p)
@@ -68,29 +73,22 @@ void sl_kmap_clear(struct sl_kmap *m)
 	m->arena_len = 0;
 }
 
-static uint64_t slot_hash(const void *key, size_t len)
+static inline bool same(const struct sl_kmap *m, uint64_t ref, const void *key, size_t len)
 {
-	uint64_t h = sl_kmap_hash(key, len, 0);
-	return h ? h : 1; /* 0 marks an empty slot */
-}
-
-static bool same(const struct sl_kmap *m, uint32_t idx, const void *key, size_t len)
-{
-	size_t klen;
-	const unsigned char *k = sl_kmap_key(m, idx, &klen);
-	return klen == len && !memcmp(k, key, len);
+	return (ref & SL_KMAP_KEY_MAX) == len && !memcmp(m->arena + (ref >> 24), key, len);
 }
 
 bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t *idx)
 {
 	if (!m->slots)
 		return false;
-	uint64_t h = slot_hash(key, len);
+	uint64_t h = sl_kmap_hash(key, len, 0);
+	uint32_t tag = (uint32_t)(h >> 32);
 	for (size_t s = h & m->mask;; s = (s + 1) & m->mask) {
 		const struct sl_kmap_slot *sl = &m->slots[s];
-		if (!sl->hash)
+		if (!sl->idx)
 			return false;
-		if (sl->hash == h && same(m, sl->idx - 1, key, len)) {
+		if (sl->tag == tag && same(m, sl->ref, key, len)) {
 			*idx = sl->idx - 1;
 			return true;
 		}
@@ -107,10 +105,11 @@ static int rehash(struct sl_kmap *m)
 	size_t mask = nslots - 1;
 	for (size_t i = 0; m->slots && i <= m->mask; i++) {
 		struct sl_kmap_slot sl = m->slots[i];
-		if (!sl.hash)
+		if (!sl.idx)
 			continue;
-		size_t s = sl.hash & mask;
-		while (slots[s].hash)
+		/* the low half of the hash was not kept: hash the key again */
+		size_t s = sl_kmap_hash(m->arena + (sl.ref >> 24), sl.ref & SL_KMAP_KEY_MAX, 0) & mask;
+		while (slots[s].idx)
 			s = (s + 1) & mask;
 		slots[s] = sl;
 	}
@@ -130,13 +129,14 @@ int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx
 	if (!m->slots || (m->n + 1) * 2 > m->mask + 1)
 		if ((rc = rehash(m)))
 			return rc;
-	uint64_t h = slot_hash(key, len);
+	uint64_t h = sl_kmap_hash(key, len, 0);
+	uint32_t tag = (uint32_t)(h >> 32);
 	size_t s = h & m->mask;
 	for (;; s = (s + 1) & m->mask) {
 		struct sl_kmap_slot *sl = &m->slots[s];
-		if (!sl->hash)
+		if (!sl->idx)
 			break;
-		if (sl->hash == h && same(m, sl->idx - 1, key, len)) {
+		if (sl->tag == tag && same(m, sl->ref, key, len)) {
 			*idx = sl->idx - 1;
 			*added = false;
 			return 0;
@@ -165,10 +165,21 @@ int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx
 	memcpy(m->arena + m->arena_len, key, len);
 	m->keys[m->n] = (uint64_t)m->arena_len << 24 | len;
 	m->arena_len += len;
-	m->slots[s].hash = h;
+	m->slots[s].tag = tag;
+	m->slots[s].ref = m->keys[m->n];
 	m->slots[s].idx = (uint32_t)m->n + 1;
 	*idx = (uint32_t)m->n++;
 	*added = true;
+	return 0;
+}
+
+int sl_kmap_reserve(struct sl_kmap *m, size_t n)
+{
+	while ((n + 1) * 2 > (m->slots ? m->mask + 1 : 0)) {
+		int rc = rehash(m);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 

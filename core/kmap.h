@@ -39,6 +39,9 @@ void sl_kmap_clear(struct sl_kmap *m);
  */
 int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx, bool *added);
 
+/* Makes room for n keys in all without growing again (ENOMEM: unchanged but valid). */
+int sl_kmap_reserve(struct sl_kmap *m, size_t n);
+
 /* Finds key: true with *idx set, or false. */
 bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t *idx);
 

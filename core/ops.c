@@ -133,9 +133,10 @@ int sl_ops_process(struct sl_ops *o, struct sl_txn *t, int64_t wm_ms, struct sl_
 int sl_ops_apply(struct sl_ops *o, struct sl_txn *t)
 {
 	int rc;
-	if (o->dd && (rc = sl_dedup_apply(o->dd, t)))
-		return rc;
+	/* 'A' keys sort before 'D' keys: in this order both runs can append */
 	if (o->gb && (rc = sl_groupby_apply(o->gb, t)))
+		return rc;
+	if (o->dd && (rc = sl_dedup_apply(o->dd, t)))
 		return rc;
 	return 0;
 }

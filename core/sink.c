@@ -261,10 +261,29 @@ static struct civil civil_from_days(int64_t days)
 }
 
 /* "YYYY-MM-DD" into out (>= 32 bytes); years outside 0..9999 as +YYYYY / -YYYY. */
+/* n as exactly w decimal digits (0 <= n < 10^w) */
+static inline char *digits(char *p, unsigned n, int w)
+{
+	for (int i = w - 1; i >= 0; i--) {
+		p[i] = (char)('0' + n % 10);
+		n /= 10;
+	}
+	return p + w;
+}
+
 static int fmt_date(char *out, int64_t days)
 {
 	struct civil c = civil_from_days(days);
 
+	if (c.year >= 0 && c.year <= 9999) { /* the common case, without printf */
+		char *p = digits(out, (unsigned)c.year, 4);
+		*p++ = '-';
+		p = digits(p, (unsigned)c.month, 2);
+		*p++ = '-';
+		p = digits(p, (unsigned)c.day, 2);
+		*p = 0;
+		return 10;
+	}
 	if (c.year < 0)
 		return snprintf(out, 32, "-%04" PRId64 "-%02d-%02d", -c.year, c.month, c.day);
 	if (c.year > 9999)
@@ -286,8 +305,17 @@ static void fmt_timestamp(char *out, int64_t us, bool iso)
 	int h = (int)(sod / 3600), m = (int)(sod / 60 % 60), s = (int)(sod % 60);
 
 	if (iso) {
-		snprintf(out + n, 48 - (size_t)n, "T%02d:%02d:%02d.%03dZ", h, m, s,
-			 (int)(frac / 1000));
+		char *p = out + n;
+		*p++ = 'T';
+		p = digits(p, (unsigned)h, 2);
+		*p++ = ':';
+		p = digits(p, (unsigned)m, 2);
+		*p++ = ':';
+		p = digits(p, (unsigned)s, 2);
+		*p++ = '.';
+		p = digits(p, (unsigned)(frac / 1000), 3);
+		*p++ = 'Z';
+		*p = 0;
 		return;
 	}
 	n += snprintf(out + n, 48 - (size_t)n, " %02d:%02d:%02d", h, m, s);
@@ -300,6 +328,23 @@ static void fmt_timestamp(char *out, int64_t us, bool iso)
 		}
 		snprintf(out + n, 48 - (size_t)n, ".%0*" PRId64, digits, frac);
 	}
+}
+
+/* An int64 in decimal, without printf (the hot path of aggregate output). */
+static void fmt_int(char *out, int64_t v)
+{
+	char tmp[24];
+	int n = 0;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*out++ = '-';
+	while (n)
+		*out++ = tmp[--n];
+	*out = 0;
 }
 
 /*
@@ -386,7 +431,7 @@ static void fmt_scalar(char *out, enum sl_type t, const union sl_cell *v, bool i
 	switch (t) {
 	case SL_TYPE_BIGINT:
 	case SL_TYPE_INT:
-		snprintf(out, 48, "%" PRId64, v->i);
+		fmt_int(out, v->i);
 		break;
 	case SL_TYPE_BOOLEAN:
 		strcpy(out, v->i ? "true" : "false");

@@ -84,8 +84,8 @@ int sl_state_put(struct sl_txn *t, const struct sl_state_space *sp, const void *
 {
 	struct sl_state_skey k;
 	sl_state_skey(sp, rk, rklen, &k);
-	if (!k.hashed)
-		return sl_cat_put(t, SL_TABLE_QSTATE, k.k, k.len, val, vlen);
+	if (!k.hashed) /* callers put in key order */
+		return sl_cat_put_ascending(t, SL_TABLE_QSTATE, k.k, k.len, val, vlen);
 	size_t total = vlen + rklen + 4;
 	unsigned char *buf = malloc(total);
 	if (!buf)
