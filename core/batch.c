@@ -136,3 +136,18 @@ void sl_batch_keep(struct sl_batch *b, const uint8_t *keep)
 	}
 	b->nrows = n; /* the arena keeps the dropped rows' strings until the next clear */
 }
+
+void sl_batch_trim(struct sl_batch *b, size_t keep_rows)
+{
+	if (b->cap <= keep_rows)
+		return;
+	for (size_t c = 0; c < b->schema->n; c++) {
+		free(b->cols[c].cells);
+		free(b->cols[c].nulls);
+		b->cols[c].cells = NULL;
+		b->cols[c].nulls = NULL;
+	}
+	free(b->arena);
+	b->arena = NULL;
+	b->nrows = b->cap = b->arena_len = b->arena_cap = 0;
+}

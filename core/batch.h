@@ -51,6 +51,11 @@ void sl_batch_release(struct sl_batch *b);
 /* Empties the batch, keeping its buffers for the next use. */
 void sl_batch_clear(struct sl_batch *b);
 
+/*
+ * Empties the batch and frees its buffers when they hold more than
+ * keep_rows rows: a huge batch's memory is not kept for the next one.
+ */
+void sl_batch_trim(struct sl_batch *b, size_t keep_rows);
 /* Appends a row whose every value is null; *row gets its index. 0 or ENOMEM. */
 int sl_batch_add_row(struct sl_batch *b, size_t *row);
 /* Drops the last row (a row found malformed after it was started). */

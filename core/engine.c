@@ -1322,6 +1322,8 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		return rc;
 	if (ops && (rc = run_ops(l, p, ops, b, &outb, &res, r)))
 		return rc;
+	if (outb != b)
+		sl_batch_trim(b, 1 << 16); /* the input rows are spent: free a big batch now */
 	if ((rc = sl_sink_format(p->q, outb, &parts, &nparts))) {
 		snprintf(r->error, sizeof(r->error), "cannot format batch %" PRIu64 ": %s", p->batch,
 			 sl_strerror(rc));
@@ -1336,6 +1338,14 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		pin = 0; /* all pins taken: a crash now may leave this batch's blobs behind */
 	if (rc == 0)
 		rc = stage_parts(l, p->q, p->batch, parts, nparts, out);
+	for (size_t i = 0; rc == 0 && i < nparts; i++) {
+		if (out[i].data)
+			continue; /* inline: the commit copies these bytes */
+		free(parts[i].data); /* in its blob now: not held through the commit */
+		parts[i].data = NULL;
+	}
+	if (ops)
+		sl_ops_trim(ops);
 	char *progress = NULL;
 	size_t progress_len = 0;
 	if (rc == 0) {

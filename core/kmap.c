@@ -125,8 +125,8 @@ int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx
 
 	if (len > SL_KMAP_KEY_MAX || m->n >= UINT32_MAX - 1)
 		return EOVERFLOW;
-	/* keep the load under 1/2: short probe runs */
-	if (!m->slots || (m->n + 1) * 2 > m->mask + 1)
+	/* keep the load under 3/4: linear probing stays short, and 16-byte slots small */
+	if (!m->slots || (m->n + 1) * 4 > (m->mask + 1) * 3)
 		if ((rc = rehash(m)))
 			return rc;
 	uint64_t h = sl_kmap_hash(key, len, 0);
@@ -175,7 +175,7 @@ int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx
 
 int sl_kmap_reserve(struct sl_kmap *m, size_t n)
 {
-	while ((n + 1) * 2 > (m->slots ? m->mask + 1 : 0)) {
+	while ((n + 1) * 4 > (m->slots ? m->mask + 1 : 0) * 3) {
 		int rc = rehash(m);
 		if (rc)
 			return rc;

@@ -130,6 +130,12 @@ int sl_ops_process(struct sl_ops *o, struct sl_txn *t, int64_t wm_ms, struct sl_
 	return 0;
 }
 
+void sl_ops_trim(struct sl_ops *o)
+{
+	if (o->out_init)
+		sl_batch_trim(&o->out, 1 << 16);
+}
+
 int sl_ops_apply(struct sl_ops *o, struct sl_txn *t)
 {
 	int rc;

@@ -71,6 +71,9 @@ int sl_ops_process(struct sl_ops *o, struct sl_txn *t, int64_t wm_ms, struct sl_
 		   const struct sl_batch **out, struct sl_ops_result *res, char *err,
 		   size_t errlen);
 
+/* Frees the output rows of the last process() when many (they were formatted). */
+void sl_ops_trim(struct sl_ops *o);
+
 /* Writes the state changes of the last process() in t (may run twice on fresh txns). */
 int sl_ops_apply(struct sl_ops *o, struct sl_txn *t);
 
