@@ -9,7 +9,8 @@
  * first non-null event time finds every entry the watermark has passed;
  * without it the state is kept forever. Within the watermark, the value is
  * expiresAt (event time + delay, us) and op 'E' indexes the entries by it:
- *   'E' key: expiresAt u64 (biased by 2^63, big-endian) | 'D' storage key
+ *   'E' key: expiresAt u64 (biased by 2^63, big-endian) | 'D' storage key,
+ *       value: the row key's length u32 (to count the 'D' entry's bytes)
  * An entry evicts once the watermark >= expiresAt. Lookups see the state
  * as of the batch's start (eviction runs after the batch's rows, as Spark).
  */
@@ -194,16 +195,17 @@ static int evict_exp(void *ctx, const void *skey, size_t sklen, const void *rk, 
 		return 1;
 	unsigned char dkey[5 + SL_STATE_KEY_INLINE + 32];
 	size_t dlen = 5 + rklen - 8;
-	if (dlen > sizeof(dkey))
+	uint32_t full;
+	if (dlen > sizeof(dkey) || vlen != 4)
 		return (w->err = SL_ECORRUPT);
+	memcpy(&full, val, 4);
 	memcpy(dkey, skey, 4);
 	dkey[4] = SL_STATE_DEDUP;
 	memcpy(dkey + 5, (const unsigned char *)rk + 8, rklen - 8);
 	if ((w->err = ev_add(&w->d->ev, skey, sklen)) || (w->err = ev_add(&w->d->ev, dkey, dlen)))
 		return 1;
 	w->removed++;
-	/* the 'D' entry's size: its key and the 8-byte expiresAt (a hashed key counts approx.) */
-	w->bytes += sl_state_entry_bytes(rklen - 8, 8) + sklen;
+	w->bytes += sl_state_entry_bytes(full, 8) + sklen + 4; /* the 'D' and 'E' entries */
 	return 0;
 }
 
@@ -258,8 +260,11 @@ int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch
 		rows++;
 		m->rows_updated++;
 		bytes += sl_state_entry_bytes(d->kb.len, d->within ? 8 : 0);
-		if (d->within && d->expires[idx] != INT64_MAX)
-			bytes += 5 + 8 + d->kb.len;
+		if (d->within && d->expires[idx] != INT64_MAX) {
+			struct sl_state_skey sk; /* the 'E' entry: its key and value */
+			sl_state_skey(&d->sp, d->kb.data, d->kb.len, &sk);
+			bytes += 5 + 8 + (sk.len - 5) + 4;
+		}
 	}
 	uint32_t *order = realloc(d->order, (sl_kmap_count(&d->seen) + 1) * sizeof(*order));
 	if (!order)
@@ -315,7 +320,8 @@ int sl_dedup_apply(struct sl_dedup *d, struct sl_txn *t)
 		sl_state_skey(&d->sp, k, len, &sk);
 		put_be64(ek, (uint64_t)exp ^ (1ull << 63));
 		memcpy(ek + 8, sk.k + 5, sk.len - 5);
-		if ((rc = sl_state_put(t, &d->ex, ek, 8 + sk.len - 5, "", 0)))
+		uint32_t full = (uint32_t)len;
+		if ((rc = sl_state_put(t, &d->ex, ek, 8 + sk.len - 5, &full, 4)))
 			return rc;
 	}
 	size_t off = 0;

@@ -45,7 +45,7 @@ uint64_t sl_kmap_hash(const void *key, size_t len, uint64_t seed)
 	if (rest >= 8) {
 		a = read64(p + i);
 		memcpy(&b, p + i + 8, rest - 8);
-	} else {
+	} else if (rest) { /* an empty key may come as NULL */
 		memcpy(&a, p + i, rest);
 	}
 	h = mix(a ^ 0xe7037ed1a0b428dbull ^ h, b ^ 0x8ebc6af09c88c6e3ull ^ len);
@@ -75,7 +75,7 @@ void sl_kmap_clear(struct sl_kmap *m)
 
 static inline bool same(const struct sl_kmap *m, uint64_t ref, const void *key, size_t len)
 {
-	return (ref & SL_KMAP_KEY_MAX) == len && !memcmp(m->arena + (ref >> 24), key, len);
+	return (ref & SL_KMAP_KEY_MAX) == len && (len == 0 || !memcmp(m->arena + (ref >> 24), key, len));
 }
 
 bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t *idx)
@@ -162,7 +162,8 @@ int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx
 		m->arena = a;
 		m->arena_cap = cap;
 	}
-	memcpy(m->arena + m->arena_len, key, len);
+	if (len)
+		memcpy(m->arena + m->arena_len, key, len);
 	m->keys[m->n] = (uint64_t)m->arena_len << 24 | len;
 	m->arena_len += len;
 	m->slots[s].tag = tag;
