@@ -34,10 +34,12 @@
 #include <errno.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "bytes.h"
@@ -60,6 +62,7 @@ struct wreq {
 	int rc;
 	bool finished;
 	bool skip;        /* failed on its own: left out of the retry */
+	bool frees;       /* a deletion: may use the reserve on ENOSPC */
 	struct wreq *next;
 };
 
@@ -68,6 +71,7 @@ struct sl_catalog {
 	MDB_dbi meta, inode, dirent, data, pending, landed;
 	MDB_dbi tables[SL_TABLE_COUNT]; /* 0 when absent (an old catalog opened read-only) */
 	bool rdonly;
+	char reserve[4200];          /* DATA_DIR/reserve, released on ENOSPC */
 	size_t mapsize;
 	pthread_rwlock_t map_lock;   /* shared by every txn, exclusive to grow */
 
@@ -257,6 +261,9 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 	pthread_mutex_init(&cat->inline_mu, NULL);
 	pthread_mutex_init(&cat->id_mu, NULL);
 
+	const char *slash = strrchr(dir, '/');
+	snprintf(cat->reserve, sizeof(cat->reserve), "%.*s%sreserve",
+		 slash ? (int)(slash - dir) : 0, dir, slash ? "/" : "");
 	if ((flags & SL_CATALOG_CREATE) && mkdir(dir, 0700) && errno != EEXIST) {
 		rc = errno;
 		goto free_cat;
@@ -433,6 +440,28 @@ static int commit_errno(struct sl_catalog *cat, int rc)
 static void run_group(struct sl_catalog *cat, struct wreq *group);
 
 /*
+ * The disk is full: frees DATA_DIR/reserve (made at start, see datadir.c)
+ * so that this commit, and deletions after it, can still be written. True
+ * when there was a reserve to free; the next start makes it again.
+ */
+static bool all_free(const struct wreq *group)
+{
+	for (; group; group = group->next)
+		if (!group->skip && !group->frees)
+			return false;
+	return true;
+}
+
+static bool release_reserve(struct sl_catalog *cat)
+{
+	if (!cat->reserve[0] || unlink(cat->reserve))
+		return false;
+	sl_log(SL_LOG_WARNING, "disk full: released '%s' so that commits (deletions) go on",
+	       cat->reserve);
+	return true;
+}
+
+/*
  * After a group's commit failed to write, commits each of its requests on
  * its own: one request too big for the disk must not fail the small ones
  * (a publish, a deletion) that rode with it.
@@ -522,6 +551,8 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 			continue;
 		}
 		rc = commit_errno(cat, rc);
+		if (rc == ENOSPC && all_free(group) && release_reserve(cat))
+			continue;
 		if (rc && group->next) {
 			size_t live = 0;
 			for (struct wreq *r = group; r; r = r->next)
@@ -649,9 +680,23 @@ static void run_inline(struct sl_catalog *cat, struct wreq *r)
 	pthread_mutex_unlock(&cat->q_mu);
 }
 
+static int write_wait(struct sl_catalog *cat, struct wreq *rq);
+
 int sl_catalog_write(struct sl_catalog *cat, sl_apply_fn fn, void *arg)
 {
 	struct wreq r = {.fn = fn, .arg = arg};
+	return write_wait(cat, &r);
+}
+
+int sl_catalog_write_freeing(struct sl_catalog *cat, sl_apply_fn fn, void *arg)
+{
+	struct wreq r = {.fn = fn, .arg = arg, .frees = true};
+	return write_wait(cat, &r);
+}
+
+static int write_wait(struct sl_catalog *cat, struct wreq *rq)
+{
+	struct wreq r = *rq;
 
 	if (cat->rdonly)
 		return EROFS;

@@ -94,6 +94,13 @@ typedef void (*sl_done_fn)(void *arg, int rc);
 int sl_catalog_write(struct sl_catalog *cat, sl_apply_fn fn, void *arg);
 
 /*
+ * sl_catalog_write() for a deletion: when the disk is full, the reserve
+ * file is released to let it commit (DESIGN §2). Other writes fail with
+ * ENOSPC, so that the reserve is there for deletions.
+ */
+int sl_catalog_write_freeing(struct sl_catalog *cat, sl_apply_fn fn, void *arg);
+
+/*
  * Queues fn for the next group commit and returns at once; done(arg, rc) runs
  * on the commit thread after the commit (or inline without a thread). done
  * must not wait for another commit.

@@ -144,7 +144,7 @@ int sl_land_clean(struct sl_land *l, const uint64_t *ids, size_t n, bool archive
 	/* namespace changes are exclusive of FLUSH records and renames */
 	pthread_rwlock_wrlock(&l->op);
 	if (rc == 0)
-		rc = sl_catalog_write(l->cat, clean_apply, &c);
+		rc = sl_catalog_write_freeing(l->cat, clean_apply, &c);
 	pthread_rwlock_unlock(&l->op);
 	for (size_t k = 0; rc == 0 && k < n; k++) {
 		if (!c.m[k].done)

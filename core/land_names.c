@@ -134,7 +134,7 @@ int sl_land_rmdir(struct sl_land *l, uint64_t parent, const char *name)
 		rc = ENOTEMPTY;
 	pthread_mutex_unlock(&l->mu);
 	if (rc == 0)
-		rc = sl_catalog_write(l->cat, land_cancel_apply, &id);
+		rc = sl_catalog_write_freeing(l->cat, land_cancel_apply, &id);
 unlock:
 	pthread_rwlock_unlock(&l->op);
 	return rc;
@@ -170,7 +170,7 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 		/* a publish in flight may land it any moment: cancel either way */
 		if (recorded || n->publishing) {
 			id = n->id;
-			rc = sl_catalog_write(l->cat, land_cancel_apply, &id);
+			rc = sl_catalog_write_freeing(l->cat, land_cancel_apply, &id);
 		}
 		if (rc == 0) {
 			pthread_mutex_lock(&n->dmu);
@@ -199,7 +199,7 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 		rc = EISDIR;
 		goto unlock;
 	}
-	rc = sl_catalog_write(l->cat, unlink_landed_apply, &id);
+	rc = sl_catalog_write_freeing(l->cat, unlink_landed_apply, &id);
 	if (rc == EBUSY)
 		land_refuse(l, rc);
 	if (rc == 0 && i.storage == SL_STORE_BLOB)

@@ -2,8 +2,12 @@
 /* Unit tests of core/catalog.c: tables, group commit, map growth, ids. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "catalog.h"
 #include "check.h"
@@ -205,6 +209,82 @@ static void test_map_grows(void)
 	CHECK(stat(path, &st) == 0 && st.st_size > (64 << 20));
 }
 
+/* An asynchronous request: its apply gets the struct, its done records rc. */
+struct areq {
+	atomic_int done;
+	int rc;
+	size_t size; /* bytes to put under id 7 + size / 1 MiB */
+};
+
+static void areq_done(void *arg, int rc)
+{
+	struct areq *a = arg;
+	a->rc = rc;
+	atomic_store(&a->done, 1);
+}
+
+static int hold_commit(struct sl_txn *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL); /* the next two queue up */
+	return 0;
+}
+
+static int put_sized(struct sl_txn *t, void *arg)
+{
+	struct areq *a = arg;
+	static char bytes[1 << 20];
+	return sl_cat_data_put(t, 7 + a->size / (1 << 20), bytes, a->size);
+}
+
+/*
+ * A commit that cannot be written (the file cannot grow: RLIMIT_FSIZE here,
+ * a full disk in life) fails only the request too big for it: the small one
+ * that shared its group is committed on its own.
+ */
+static void test_failed_write_spares_the_group(void)
+{
+	char dir[300], path[400];
+	struct sl_catalog *cat = open_new(dir, sizeof(dir));
+	struct areq hold = {0}, big = {.size = 1 << 20}, small = {.size = 5};
+	struct rlimit old, lim;
+	struct stat st;
+	struct sl_txn *t;
+	const void *d;
+	size_t len;
+
+	CHECK(cat);
+	CHECK_OK(sl_catalog_start(cat));
+	CHECK_OK(sl_catalog_write(cat, bump, NULL));
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	CHECK(stat(path, &st) == 0);
+	CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+	void (*oldsig)(int) = signal(SIGXFSZ, SIG_IGN);
+	lim = old;
+	lim.rlim_cur = (rlim_t)st.st_size + (256 << 10); /* room for a small commit, not 1 MiB */
+	CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+	/* big and small queue up behind hold and share the next group */
+	CHECK_OK(sl_catalog_write_async(cat, hold_commit, &hold, areq_done));
+	nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+	CHECK_OK(sl_catalog_write_async(cat, put_sized, &big, areq_done));
+	CHECK_OK(sl_catalog_write_async(cat, put_sized, &small, areq_done));
+	for (int i = 0; i < 500 && !(atomic_load(&big.done) && atomic_load(&small.done)); i++)
+		nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+	setrlimit(RLIMIT_FSIZE, &old);
+	signal(SIGXFSZ, oldsig);
+	CHECK(atomic_load(&big.done) && atomic_load(&small.done));
+	CHECK(big.rc != 0);
+	CHECK(small.rc == 0);
+	CHECK_OK(sl_catalog_read(cat, &t));
+	CHECK(sl_cat_data_get(t, 7, &d, &len) == 0 && len == 5);
+	CHECK(sl_cat_data_get(t, 8, &d, &len) == SL_NOTFOUND);
+	sl_txn_end(t);
+	/* with room again, the big one commits */
+	CHECK_OK(sl_catalog_write(cat, put_sized, &big));
+	sl_catalog_close(cat);
+}
+
 static void test_ids_survive_reopen(void)
 {
 	char dir[300];
@@ -242,6 +322,7 @@ int main(void)
 	test(test_dirent_order_and_scope);
 	test(test_group_commit);
 	test(test_map_grows);
+	test(test_failed_write_spares_the_group);
 	test(test_ids_survive_reopen);
 	test(test_readonly_refuses_writes);
 	return test_exit();
