@@ -932,6 +932,36 @@ int sl_json_landing(const struct sl_land_counters *c, char **out, size_t *len)
 	return 0;
 }
 
+int sl_json_with_error(const char *report, size_t len, const char *error, size_t elen,
+		       char **out, size_t *outlen)
+{
+	json_t *o = NULL;
+	if (report && len)
+		o = json_loadb(report, len, JSON_DISABLE_EOF_CHECK, NULL);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		o = json_object();
+	}
+	if (!o)
+		return ENOMEM;
+	json_object_set_new(o, "lastError", json_stringn(error, elen));
+	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+	json_decref(o);
+	if (!s)
+		return ENOMEM;
+	size_t n = strlen(s);
+	char *r = realloc(s, n + 2);
+	if (!r) {
+		free(s);
+		return ENOMEM;
+	}
+	r[n] = '\n';
+	r[n + 1] = 0;
+	*out = r;
+	*outlen = n + 1;
+	return 0;
+}
+
 int sl_json_progress(const struct sl_progress *p, char **out, size_t *len)
 {
 	char ts[40];

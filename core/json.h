@@ -64,6 +64,13 @@ struct sl_progress {
 	size_t nops;
 };
 
+/*
+ * A progress report (one JSON line, or NULL/0 for none) with `lastError`
+ * added: a new line in *out (free()).
+ */
+int sl_json_with_error(const char *report, size_t len, const char *error, size_t elen,
+		       char **out, size_t *outlen);
+
 /* Renders a progress report as one JSON line (new: free()). */
 int sl_json_progress(const struct sl_progress *p, char **out, size_t *len);
 

@@ -15,6 +15,7 @@
 
 #include "catalog.h"
 #include "engine.h"
+#include "json.h"
 #include "err.h"
 #include "source.h"
 #include "view.h"
@@ -101,6 +102,19 @@ static int render_status(struct sl_txn *t, uint64_t id, char **data, size_t *len
 	int rc = sl_engine_checkpoint_each(t, j.qid, 'p', join_progress, &j);
 	if (rc == 0 && j.err)
 		rc = j.err;
+	const void *e;
+	size_t elen;
+	if (rc == 0 && j.last_only && sl_engine_checkpoint_get(t, j.qid, 'e', 0, &e, &elen) == 0) {
+		/* a stopped query: its last report, and why it stopped (DESIGN §1) */
+		char *with;
+		size_t wlen;
+		rc = sl_json_with_error(j.buf, j.len, e, elen, &with, &wlen);
+		if (rc == 0) {
+			free(j.buf);
+			j.buf = with;
+			j.len = wlen;
+		}
+	}
 	if (rc == 0 && j.len == 0 && j.last_only) {
 		free(j.buf);
 		j.buf = strdup("null\n");
