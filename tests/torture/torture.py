@@ -66,9 +66,17 @@ class Torture:
         os.makedirs(self.src)
         os.makedirs(self.data)
         with open(os.path.join(self.data, "sluice.json"), "w") as f:
-            json.dump({"queries": {"dev": {"source": {
-                "format": "json", "path": "dev", "schema": "event_id STRING, n BIGINT",
-                "maxFilesPerTrigger": 3}}}}, f)
+            schema = "event_id STRING, n BIGINT, g BIGINT"
+            json.dump({"queries": {
+                "dev": {"source": {"format": "json", "path": "dev", "schema": schema,
+                                   "maxFilesPerTrigger": 3}},
+                # stateful: its state must count every landed row exactly once
+                "agg": {"source": {"format": "json", "path": "dev", "schema": schema,
+                                   "maxFilesPerTrigger": 5},
+                        "dropDuplicates": ["event_id"],
+                        "groupBy": {"columns": ["g"]},
+                        "aggregate": {"rows": "count(*)", "total": "sum(n)"},
+                        "outputMode": "complete"}}}, f)
         self.proc = None
         self.acked = {}      # name -> bytes: close/rename returned success
         self.written = {}    # name -> bytes: every content ever written under a name
@@ -111,7 +119,7 @@ class Torture:
 
     def content(self, name):
         rows = self.rnd.randint(1, 40)
-        return "".join(json.dumps({"event_id": "%s-%d" % (name, i), "n": i}) + "\n"
+        return "".join(json.dumps({"event_id": "%s-%d" % (name, i), "n": i, "g": i % 7}) + "\n"
                        for i in range(rows)).encode()
 
     def produce_one(self, rnd):
@@ -182,8 +190,9 @@ class Torture:
         while True:
             st = sh([self.sluice, "status", self.data]).stdout.decode().splitlines()
             land = json.load(open(os.path.join(self.mnt, "status", "landing.json")))
-            dev = [l for l in st if l.startswith("dev ")]
-            if land["filesInFlight"] == 0 and dev and " backlog=0/0 " in dev[0]:
+            qs = [l for l in st if l.startswith(("dev ", "agg "))]
+            if land["filesInFlight"] == 0 and len(qs) == 2 and \
+                    all(" backlog=0/0 " in l for l in qs):
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError("the engine did not catch up: %s" % st)
@@ -224,11 +233,38 @@ class Torture:
             problems.append("%d rows duplicated, e.g. %s" % (len(dup), dup[:3]))
         if foreign:
             problems.append("%d rows from no landed file" % len(foreign))
+        problems += self.verify_agg(landed)
         self.kill_clean()
         p = sh([self.sluice, "check", self.data])
         if p.returncode != 0:
             problems.append("sluice check: " + p.stdout.decode().strip().replace("\n", "; "))
         return problems, len(rows), len(landed), len(lost), len(dup)
+
+    def verify_agg(self, landed):
+        """The complete-mode query: one committed snapshot whose counts and
+        sums are those of every landed row, each counted once."""
+        problems = []
+        want = {}
+        for data in landed.values():
+            for line in data.decode().splitlines():
+                r = json.loads(line)
+                c, t = want.get(r["g"], (0, 0))
+                want[r["g"]] = (c + 1, t + r["n"])
+        outdir = os.path.join(self.mnt, "out", "agg")
+        parts = sorted(os.listdir(outdir)) if os.path.isdir(outdir) else []
+        batches = {p.split("-")[1] for p in parts}
+        if len(batches) > 1:
+            problems.append("agg: parts of %d batches visible in complete mode" % len(batches))
+        got = {}
+        for part in parts:
+            for line in open(os.path.join(outdir, part)).read().splitlines():
+                r = json.loads(line)
+                got[r["g"]] = (r["rows"], r["total"])
+        if got != want:
+            diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+            problems.append("agg: groups %s differ: want %s, got %s" % (
+                diff[:3], [want.get(k) for k in diff[:3]], [got.get(k) for k in diff[:3]]))
+        return problems
 
     def kill_clean(self):
         if self.proc and self.proc.poll() is None:
