@@ -36,9 +36,11 @@ static pthread_barrier_t start_line;
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: smallfiles [--native] [-p PRODUCERS] DIR COUNT SIZE\n"
+		"usage: smallfiles [--native] [-p PRODUCERS] [-c FILE] DIR COUNT SIZE\n"
 		"\n"
 		"Write COUNT files of SIZE bytes (suffix k or m allowed) into DIR.\n"
+		"  -c FILE      every file holds FILE's bytes instead of a-z letters\n"
+		"               (SIZE must then be '-')\n"
 		"  default      open(final, O_CREAT|O_EXCL|O_WRONLY), write, close\n"
 		"               (through a sluice mount: landing is durable at close)\n"
 		"  --native     open(temp), write, fsync, close, rename(temp, final)\n"
@@ -159,6 +161,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"native", no_argument, NULL, 'n'},
+		{"content", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -166,13 +169,17 @@ int main(int argc, char **argv)
 	long count, nprod = 1, k, next = 0;
 	double t0, t1;
 	char *data;
+	const char *content = NULL;
 	size_t j;
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "np:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "np:c:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			native_mode = 1;
+			break;
+		case 'c':
+			content = optarg;
 			break;
 		case 'p':
 			nprod = parse_count(optarg, "producer count", 0);
@@ -195,18 +202,41 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	count = parse_count(argv[optind + 1], "COUNT", 0);
-	size = (size_t)parse_count(argv[optind + 2], "SIZE", 1);
+	if (content) {
+		FILE *f = fopen(content, "rb");
+		long n;
+
+		if (strcmp(argv[optind + 2], "-")) {
+			fprintf(stderr, "smallfiles: with -c, SIZE must be '-'\n");
+			return 2;
+		}
+		if (!f || fseek(f, 0, SEEK_END) || (n = ftell(f)) <= 0 ||
+		    fseek(f, 0, SEEK_SET)) {
+			fprintf(stderr, "smallfiles: cannot read '%s' (or it is empty)\n", content);
+			return 2;
+		}
+		size = (size_t)n;
+		data = malloc(size);
+		if (!data || fread(data, 1, size, f) != size) {
+			fprintf(stderr, "smallfiles: cannot read '%s'\n", content);
+			return 2;
+		}
+		fclose(f);
+	} else {
+		size = (size_t)parse_count(argv[optind + 2], "SIZE", 1);
+		data = malloc(size);
+		if (data)
+			for (j = 0; j < size; j++) /* not zeros: nothing may shortcut them */
+				data[j] = (char)('a' + j % 26);
+	}
 	if (nprod > count)
 		nprod = count;
 
-	data = malloc(size);
 	prod = calloc((size_t)nprod, sizeof(*prod));
 	if (!data || !prod) {
 		fprintf(stderr, "smallfiles: out of memory\n");
 		return 1;
 	}
-	for (j = 0; j < size; j++)	/* not zeros: nothing may shortcut them */
-		data[j] = (char)('a' + j % 26);
 	buf = data;
 
 	make_dir(argv[optind]);
