@@ -100,6 +100,8 @@ struct sl_txn {
 	struct sl_catalog *cat;
 	MDB_txn *txn;
 	bool write;
+	MDB_cursor *asc;  /* sl_cat_put_ascending()'s cursor (freed with the write txn) */
+	MDB_dbi asc_dbi;
 };
 
 static int map_rc(int rc)
@@ -369,7 +371,7 @@ uint64_t sl_catalog_commits(struct sl_catalog *cat)
 
 int sl_catalog_read(struct sl_catalog *cat, struct sl_txn **out)
 {
-	struct sl_txn *t = malloc(sizeof(*t));
+	struct sl_txn *t = calloc(1, sizeof(*t));
 	int rc;
 
 	if (!t)
@@ -498,6 +500,7 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 
 		pthread_rwlock_rdlock(&cat->map_lock);
 		rc = mdb_txn_begin(cat->env, NULL, 0, &t.txn);
+		t.asc = NULL;
 		if (rc) {
 			pthread_rwlock_unlock(&cat->map_lock);
 			rc = map_rc(rc);
@@ -1137,12 +1140,21 @@ int sl_cat_put_ascending(struct sl_txn *t, enum sl_table tb, const void *key, si
 			 const void *val, size_t vlen)
 {
 	MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+	MDB_dbi dbi = t->cat->tables[tb];
+	int rc;
+
 	if (!t->write)
 		return EROFS;
+	/* one cursor for the run: after an append it sits at the table's end */
+	if (!t->asc || t->asc_dbi != dbi) {
+		if ((rc = mdb_cursor_open(t->txn, dbi, &t->asc)))
+			return map_rc(rc);
+		t->asc_dbi = dbi;
+	}
 	/* appending after the table's last key skips the search and fills pages */
-	int rc = mdb_put(t->txn, t->cat->tables[tb], &k, &v, MDB_APPEND);
+	rc = mdb_cursor_put(t->asc, &k, &v, MDB_APPEND);
 	if (rc == MDB_KEYEXIST)
-		rc = mdb_put(t->txn, t->cat->tables[tb], &k, &v, 0);
+		rc = mdb_cursor_put(t->asc, &k, &v, 0);
 	return map_rc(rc);
 }
 

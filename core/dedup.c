@@ -50,6 +50,7 @@ struct sl_dedup {
 	struct sl_keybuf kb;
 	struct evicted ev;     /* storage keys to delete ('D' and 'E') */
 	uint64_t rows_after, bytes_after;
+	bool empty;            /* no state before this batch: no key to look up */
 };
 
 int sl_dedup_new(const struct sl_query_config *q, uint32_t qid, struct sl_dedup **out)
@@ -209,28 +210,42 @@ static int evict_exp(void *ctx, const void *skey, size_t sklen, const void *rk, 
 	return 0;
 }
 
-int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b,
-		     uint8_t *keep, int64_t wm_ms, struct sl_op_metrics *m)
+int sl_dedup_begin(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b)
 {
-	const struct sl_query_config *q = d->q;
-	uint64_t rows, bytes;
 	int rc;
 
 	sl_kmap_clear(&d->seen);
 	d->ev.len = d->ev.n = 0;
-	if ((rc = sl_state_counters(t, &d->sp, &rows, &bytes)))
+	d->nfresh = 0;
+	if ((rc = sl_state_counters(t, &d->sp, &d->rows_after, &d->bytes_after)))
 		return rc;
+	d->empty = d->rows_after == 0;
 	if ((rc = sl_kmap_reserve(&d->seen, b->nrows)) || (rc = grow(d, b->nrows)))
 		return rc;
-	for (size_t r = 0; r < b->nrows; r++) {
+	return 0;
+}
+
+/* One row's key, hashed and its slot prefetched before it is looked up. */
+struct pending {
+	size_t row, off, len;
+	uint64_t h;
+};
+
+#define AHEAD 16
+
+/* Looks up and adds the pending keys, in row order. */
+static int settle(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b, uint8_t *keep,
+		  const struct pending *p, size_t n, int64_t wm_ms, struct sl_op_metrics *m)
+{
+	const struct sl_query_config *q = d->q;
+	int rc;
+
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char *key = d->kb.data + p[i].off;
+		size_t len = p[i].len, r = p[i].row;
 		uint32_t idx;
 		bool added;
-		if (!keep[r])
-			continue;
-		sl_keybuf_clear(&d->kb);
-		if ((rc = sl_rowkey_encode(b, r, d->cols, d->ncols, &d->kb)))
-			return rc;
-		if ((rc = sl_kmap_upsert(&d->seen, d->kb.data, d->kb.len, &idx, &added)))
+		if ((rc = sl_kmap_upsert_hashed(&d->seen, key, len, p[i].h, &idx, &added)))
 			return rc;
 		if (!added) {
 			keep[r] = 0;
@@ -241,7 +256,7 @@ int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch
 			return rc;
 		const void *v;
 		size_t vlen;
-		rc = sl_state_get(t, &d->sp, d->kb.data, d->kb.len, &v, &vlen);
+		rc = d->empty ? SL_NOTFOUND : sl_state_get(t, &d->sp, key, len, &v, &vlen);
 		if (rc == 0) {
 			d->fresh[idx] = 0;
 			keep[r] = 0;
@@ -257,15 +272,47 @@ int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch
 			sl_watermark_init(&w, q->wm_delay_us, wm_ms);
 			d->expires[idx] = sl_watermark_expires_at(&w, b->cols[q->wm_col].cells[r].i);
 		}
-		rows++;
+		d->rows_after++;
 		m->rows_updated++;
-		bytes += sl_state_entry_bytes(d->kb.len, d->within ? 8 : 0);
+		d->bytes_after += sl_state_entry_bytes(len, d->within ? 8 : 0);
 		if (d->within && d->expires[idx] != INT64_MAX) {
 			struct sl_state_skey sk; /* the 'E' entry: its key and value */
-			sl_state_skey(&d->sp, d->kb.data, d->kb.len, &sk);
-			bytes += 5 + 8 + (sk.len - 5) + 4;
+			sl_state_skey(&d->sp, key, len, &sk);
+			d->bytes_after += 5 + 8 + (sk.len - 5) + 4;
 		}
 	}
+	sl_keybuf_clear(&d->kb);
+	return 0;
+}
+
+int sl_dedup_rows(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b, uint8_t *keep,
+		  size_t from, size_t to, int64_t wm_ms, struct sl_op_metrics *m)
+{
+	struct pending p[AHEAD];
+	size_t n = 0;
+	int rc;
+
+	sl_keybuf_clear(&d->kb);
+	for (size_t r = from; r < to; r++) {
+		if (!keep[r])
+			continue;
+		size_t off = d->kb.len;
+		if ((rc = sl_rowkey_encode(b, r, d->cols, d->ncols, &d->kb)))
+			return rc;
+		p[n] = (struct pending){.row = r, .off = off, .len = d->kb.len - off};
+		p[n].h = sl_kmap_hash_key(d->kb.data + off, p[n].len);
+		sl_kmap_prefetch(&d->seen, p[n].h);
+		if (++n == AHEAD) {
+			if ((rc = settle(d, t, b, keep, p, n, wm_ms, m)))
+				return rc;
+			n = 0;
+		}
+	}
+	return settle(d, t, b, keep, p, n, wm_ms, m);
+}
+
+int sl_dedup_sort(struct sl_dedup *d)
+{
 	uint32_t *order = realloc(d->order, (sl_kmap_count(&d->seen) + 1) * sizeof(*order));
 	if (!order)
 		return ENOMEM;
@@ -275,6 +322,14 @@ int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch
 		if (d->fresh[i])
 			order[d->nfresh++] = i;
 	qsort_r(order, d->nfresh, sizeof(*order), cmp_keys, &d->seen);
+	return 0;
+}
+
+int sl_dedup_end(struct sl_dedup *d, struct sl_txn *t, int64_t wm_ms, struct sl_op_metrics *m)
+{
+	uint64_t rows = d->rows_after, bytes = d->bytes_after;
+	int rc;
+
 	/* what the batch's watermark evicts, applied with the commit */
 	struct evict_walk w = {.d = d, .wm_ms = wm_ms};
 	if (d->ts_lead && wm_ms > 0) {
@@ -295,6 +350,16 @@ int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch
 	m->rows_total = d->rows_after;
 	m->bytes = d->bytes_after;
 	return 0;
+}
+
+int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b,
+		     uint8_t *keep, int64_t wm_ms, struct sl_op_metrics *m)
+{
+	int rc;
+	if ((rc = sl_dedup_begin(d, t, b)) ||
+	    (rc = sl_dedup_rows(d, t, b, keep, 0, b->nrows, wm_ms, m)) || (rc = sl_dedup_sort(d)))
+		return rc;
+	return sl_dedup_end(d, t, wm_ms, m);
 }
 
 int sl_dedup_apply(struct sl_dedup *d, struct sl_txn *t)

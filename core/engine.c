@@ -1368,6 +1368,7 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 			rc = sl_catalog_write(cat, commit_apply, &c);
 		SL_FAULT("engine.after_commit");
 	}
+
 	if (rc) {
 		snprintf(r->error, sizeof(r->error), "cannot commit batch %" PRIu64 ": %s", p->batch,
 			 sl_strerror(rc));

@@ -164,16 +164,16 @@ static int ev_add(struct sl_groupby *g, const void *k, size_t len)
 	return 0;
 }
 
-/* Adds row r of b to the group whose row key is in g->kb. */
-static int add_row(struct sl_groupby *g, const struct sl_batch *b, size_t r, char *err,
-		   size_t errlen)
+/* Adds row r of b to the group whose row key is key (hashed h). */
+static int add_row(struct sl_groupby *g, const struct sl_batch *b, size_t r, const void *key,
+		   size_t len, uint64_t h, char *err, size_t errlen)
 {
 	const struct sl_query_config *q = g->q;
 	uint32_t idx;
 	bool added;
 	int rc;
 
-	if ((rc = sl_kmap_upsert(&g->groups, g->kb.data, g->kb.len, &idx, &added)))
+	if ((rc = sl_kmap_upsert_hashed(&g->groups, key, len, h, &idx, &added)))
 		return rc;
 	if ((rc = grow(g, (size_t)idx + 1)))
 		return rc;
@@ -308,43 +308,110 @@ static int walk_all(void *ctx, const void *skey, size_t sklen, const void *rk, s
 	return (w->rc = emit(g, w->out, rk, rklen, val, w->err, w->errlen)) ? 1 : 0;
 }
 
-int sl_groupby_process(struct sl_groupby *g, struct sl_txn *t, const struct sl_batch *b,
-		       const uint8_t *keep, int64_t wm_ms, struct sl_batch *out,
-		       struct sl_op_metrics *m, char *err, size_t errlen)
+int sl_groupby_begin(struct sl_groupby *g, struct sl_txn *t, const struct sl_batch *b,
+		     struct sl_batch *out)
 {
-	const struct sl_query_config *q = g->q;
-	uint64_t rows, bytes;
 	int rc;
 
 	sl_kmap_clear(&g->groups);
 	g->evlen = g->nev = 0;
 	sl_batch_clear(out);
-	if ((rc = sl_state_counters(t, &g->sp, &rows, &bytes)))
+	if ((rc = sl_state_counters(t, &g->sp, &g->rows_after, &g->bytes_after)))
 		return rc;
 	if ((rc = sl_kmap_reserve(&g->groups, b->nrows)) || (rc = grow(g, b->nrows)))
 		return rc;
-	for (size_t r = 0; r < b->nrows; r++) {
+	return 0;
+}
+
+/*
+ * The keys of a few rows are made and their slots prefetched before any of
+ * them is added, so that the table's cache misses overlap (rows stay in
+ * order: min and max keep the first of equal values).
+ */
+#define AHEAD 16
+
+struct pending {
+	size_t row, off, len;
+	uint64_t h;
+};
+
+static int add_pending(struct sl_groupby *g, const struct sl_batch *b, struct pending *p,
+		       size_t n, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = add_row(g, b, p[i].row, g->kb.data + p[i].off, p[i].len, p[i].h, err,
+				 errlen);
+		if (rc)
+			return rc;
+	}
+	sl_keybuf_clear(&g->kb);
+	return 0;
+}
+
+static int push_key(struct sl_groupby *g, struct pending *p, size_t *n, size_t row, size_t off)
+{
+	p[*n].row = row;
+	p[*n].off = off;
+	p[*n].len = g->kb.len - off;
+	/* g->kb.data may move while more keys are added: hash now, read later */
+	p[*n].h = sl_kmap_hash_key(g->kb.data + off, p[*n].len);
+	sl_kmap_prefetch(&g->groups, p[*n].h);
+	(*n)++;
+	return 0;
+}
+
+int sl_groupby_rows(struct sl_groupby *g, const struct sl_batch *b, const uint8_t *keep,
+		    size_t from, size_t to, char *err, size_t errlen)
+{
+	const struct sl_query_config *q = g->q;
+	struct pending p[AHEAD + 64];
+	size_t n = 0;
+	int rc;
+
+	sl_keybuf_clear(&g->kb);
+	for (size_t r = from; r < to; r++) {
 		if (!keep[r])
 			continue;
 		if (!q->has_window) {
-			sl_keybuf_clear(&g->kb);
-			if ((rc = sl_rowkey_encode(b, r, q->group, q->ngroup, &g->kb)) ||
-			    (rc = add_row(g, b, r, err, errlen)))
+			size_t off = g->kb.len;
+			if ((rc = sl_rowkey_encode(b, r, q->group, q->ngroup, &g->kb)))
 				return rc;
-			continue;
+			push_key(g, p, &n, r, off);
+		} else if (!sl_batch_is_null(b, r, q->win_col)) { /* a null joins no window */
+			size_t nw = sl_window_assign(b->cols[q->win_col].cells[r].i,
+						     q->win_duration_us, q->win_slide_us, g->wins,
+						     g->maxwins);
+			for (size_t k = 0; k < nw; k++) {
+				size_t off = g->kb.len;
+				if ((rc = sl_rowkey_encode_window(&g->kb, g->wins[k].start,
+								  g->wins[k].end)) ||
+				    (rc = sl_rowkey_encode(b, r, q->group, q->ngroup, &g->kb)))
+					return rc;
+				push_key(g, p, &n, r, off);
+				if (n == sizeof(p) / sizeof(p[0])) {
+					if ((rc = add_pending(g, b, p, n, err, errlen)))
+						return rc;
+					n = 0;
+				}
+			}
 		}
-		if (sl_batch_is_null(b, r, q->win_col))
-			continue; /* a null event time joins no window */
-		size_t nw = sl_window_assign(b->cols[q->win_col].cells[r].i, q->win_duration_us,
-					     q->win_slide_us, g->wins, g->maxwins);
-		for (size_t k = 0; k < nw; k++) {
-			sl_keybuf_clear(&g->kb);
-			if ((rc = sl_rowkey_encode_window(&g->kb, g->wins[k].start, g->wins[k].end)) ||
-			    (rc = sl_rowkey_encode(b, r, q->group, q->ngroup, &g->kb)) ||
-			    (rc = add_row(g, b, r, err, errlen)))
+		if (n >= AHEAD) {
+			if ((rc = add_pending(g, b, p, n, err, errlen)))
 				return rc;
+			n = 0;
 		}
 	}
+	return add_pending(g, b, p, n, err, errlen);
+}
+
+int sl_groupby_end(struct sl_groupby *g, struct sl_txn *t, int64_t wm_ms, struct sl_batch *out,
+		   struct sl_op_metrics *m, char *err, size_t errlen)
+{
+	const struct sl_query_config *q = g->q;
+	uint64_t rows = g->rows_after, bytes = g->bytes_after;
+	bool empty = rows == 0; /* no state before this batch: every group is new */
+	int rc;
+
 	/* merge each group with its stored state, in storage-key order */
 	size_t n = sl_kmap_count(&g->groups);
 	uint32_t *order = realloc(g->order, (n ? n : 1) * sizeof(*order));
@@ -361,7 +428,7 @@ int sl_groupby_process(struct sl_groupby *g, struct sl_txn *t, const struct sl_b
 		unsigned char *st = g->states + (size_t)idx * g->ssz;
 		const void *v;
 		size_t vlen;
-		rc = sl_state_get(t, &g->sp, k, len, &v, &vlen);
+		rc = empty ? SL_NOTFOUND : sl_state_get(t, &g->sp, k, len, &v, &vlen);
 		if (rc == SL_NOTFOUND) {
 			g->stored[idx] = 0;
 			rows++;
@@ -439,6 +506,17 @@ int sl_groupby_process(struct sl_groupby *g, struct sl_txn *t, const struct sl_b
 	m->rows_total = g->rows_after;
 	m->bytes = g->bytes_after;
 	return 0;
+}
+
+int sl_groupby_process(struct sl_groupby *g, struct sl_txn *t, const struct sl_batch *b,
+		       const uint8_t *keep, int64_t wm_ms, struct sl_batch *out,
+		       struct sl_op_metrics *m, char *err, size_t errlen)
+{
+	int rc;
+	if ((rc = sl_groupby_begin(g, t, b, out)) ||
+	    (rc = sl_groupby_rows(g, b, keep, 0, b->nrows, err, errlen)))
+		return rc;
+	return sl_groupby_end(g, t, wm_ms, out, m, err, errlen);
 }
 
 int sl_groupby_apply(struct sl_groupby *g, struct sl_txn *t)

@@ -11,7 +11,7 @@
  * slot) and where its bytes are, so that a probe reads no other array
  * before comparing the key itself.
  */
-struct sl_kmap_slot {
+struct sl_kmap_slot { /* 16 bytes: sl_kmap_prefetch() knows */
 	uint32_t tag;
 	uint32_t idx;
 	uint64_t ref; /* arena offset << 24 | length, as keys[] */
@@ -121,6 +121,12 @@ static int rehash(struct sl_kmap *m)
 
 int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx, bool *added)
 {
+	return sl_kmap_upsert_hashed(m, key, len, sl_kmap_hash(key, len, 0), idx, added);
+}
+
+int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64_t h,
+			  uint32_t *idx, bool *added)
+{
 	int rc;
 
 	if (len > SL_KMAP_KEY_MAX || m->n >= UINT32_MAX - 1)
@@ -129,7 +135,6 @@ int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx
 	if (!m->slots || (m->n + 1) * 4 > (m->mask + 1) * 3)
 		if ((rc = rehash(m)))
 			return rc;
-	uint64_t h = sl_kmap_hash(key, len, 0);
 	uint32_t tag = (uint32_t)(h >> 32);
 	size_t s = h & m->mask;
 	for (;; s = (s + 1) & m->mask) {

@@ -27,6 +27,9 @@ struct sl_kmap {
 /* Keys longer than this are refused (EOVERFLOW). */
 #define SL_KMAP_KEY_MAX ((1u << 24) - 1)
 
+/* A 64-bit hash of len bytes (also used for state keys too long for LMDB). */
+uint64_t sl_kmap_hash(const void *key, size_t len, uint64_t seed);
+
 void sl_kmap_init(struct sl_kmap *m);
 void sl_kmap_release(struct sl_kmap *m);
 /* Empties the map, keeping its memory for the next batch. */
@@ -41,6 +44,24 @@ int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx
 
 /* Makes room for n keys in all without growing again (ENOMEM: unchanged but valid). */
 int sl_kmap_reserve(struct sl_kmap *m, size_t n);
+
+/*
+ * For a loop over many keys: sl_kmap_hash_key() hashes a key as the map
+ * does, sl_kmap_prefetch() asks the CPU for the slot it will probe first,
+ * and sl_kmap_upsert_hashed() is sl_kmap_upsert() with that hash. Hashing
+ * and prefetching a few keys ahead hides the cache misses of a big table.
+ */
+static inline uint64_t sl_kmap_hash_key(const void *key, size_t len)
+{
+	return sl_kmap_hash(key, len, 0);
+}
+static inline void sl_kmap_prefetch(const struct sl_kmap *m, uint64_t h)
+{
+	if (m->slots)
+		__builtin_prefetch((const char *)m->slots + (h & m->mask) * 16);
+}
+int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64_t h,
+			  uint32_t *idx, bool *added);
 
 /* Finds key: true with *idx set, or false. */
 bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t *idx);
@@ -58,7 +79,5 @@ static inline const unsigned char *sl_kmap_key(const struct sl_kmap *m, uint32_t
 /* Bytes the map holds (slots, key index and arena), for memoryUsedBytes. */
 size_t sl_kmap_bytes(const struct sl_kmap *m);
 
-/* A 64-bit hash of len bytes (also used for state keys too long for LMDB). */
-uint64_t sl_kmap_hash(const void *key, size_t len, uint64_t seed);
 
 #endif

@@ -6,6 +6,7 @@
  * groupBy/aggregate. See core/ops.h for the two-step protocol.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,88 @@ void sl_ops_free(struct sl_ops *o)
 	free(o);
 }
 
+/*
+ * dropDuplicates and groupBy on both cores: a thread deduplicates the rows
+ * block by block while this one aggregates the blocks it has finished.
+ * Only the dedup thread uses the read transaction until it is joined.
+ */
+#define PIPE_BLOCK 32768
+
+struct pipe {
+	struct sl_ops *o;
+	struct sl_txn *t;
+	const struct sl_batch *in;
+	int64_t wm_ms;
+	struct sl_op_metrics *m;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	size_t done; /* rows deduplicated so far (guarded by mu) */
+	int rc;      /* the dedup thread's error (guarded by mu) */
+};
+
+static void *dedup_main(void *arg)
+{
+	struct pipe *p = arg;
+	size_t n = p->in->nrows;
+	int rc = 0;
+
+	for (size_t from = 0; from < n && rc == 0; from += PIPE_BLOCK) {
+		size_t to = from + PIPE_BLOCK < n ? from + PIPE_BLOCK : n;
+		rc = sl_dedup_rows(p->o->dd, p->t, p->in, p->o->keep, from, to, p->wm_ms, p->m);
+		pthread_mutex_lock(&p->mu);
+		p->done = rc ? n : to;
+		p->rc = rc;
+		pthread_cond_signal(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+	}
+	if (rc == 0 && (rc = sl_dedup_sort(p->o->dd))) {
+		pthread_mutex_lock(&p->mu);
+		p->rc = rc;
+		pthread_mutex_unlock(&p->mu);
+	}
+	return NULL;
+}
+
+static int run_pipelined(struct sl_ops *o, struct sl_txn *t, int64_t wm_ms, struct sl_batch *in,
+			 struct sl_ops_result *res, char *err, size_t errlen)
+{
+	struct pipe p = {.o = o, .t = t, .in = in, .wm_ms = wm_ms, .m = &res->m[0]};
+	pthread_t th;
+	int rc, grc = 0;
+
+	if ((rc = sl_dedup_begin(o->dd, t, in)) ||
+	    (rc = sl_groupby_begin(o->gb, t, in, &o->out)))
+		return rc;
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv, NULL);
+	if ((rc = pthread_create(&th, NULL, dedup_main, &p))) {
+		pthread_cond_destroy(&p.cv);
+		pthread_mutex_destroy(&p.mu);
+		return rc;
+	}
+	for (size_t from = 0; from < in->nrows && grc == 0; from += PIPE_BLOCK) {
+		size_t to = from + PIPE_BLOCK < in->nrows ? from + PIPE_BLOCK : in->nrows;
+		pthread_mutex_lock(&p.mu);
+		while (p.done < to)
+			pthread_cond_wait(&p.cv, &p.mu);
+		rc = p.rc;
+		pthread_mutex_unlock(&p.mu);
+		if (rc)
+			break;
+		grc = sl_groupby_rows(o->gb, in, o->keep, from, to, err, errlen);
+	}
+	pthread_join(th, NULL);
+	pthread_cond_destroy(&p.cv);
+	pthread_mutex_destroy(&p.mu);
+	if (p.rc)
+		return p.rc;
+	if (grc)
+		return grc;
+	if ((rc = sl_dedup_end(o->dd, t, wm_ms, &res->m[0])))
+		return rc;
+	return sl_groupby_end(o->gb, t, wm_ms, &o->out, &res->m[1], err, errlen);
+}
+
 int sl_ops_process(struct sl_ops *o, struct sl_txn *t, int64_t wm_ms, struct sl_batch *in,
 		   const struct sl_batch **out, struct sl_ops_result *res, char *err,
 		   size_t errlen)
@@ -114,6 +197,12 @@ int sl_ops_process(struct sl_ops *o, struct sl_txn *t, int64_t wm_ms, struct sl_
 			o->keep[r] = 0;
 			late->dropped_wm++;
 		}
+	}
+	if (o->dd && o->gb && in->nrows >= 4 * PIPE_BLOCK) {
+		if ((rc = run_pipelined(o, t, wm_ms, in, res, err, errlen)))
+			return rc;
+		*out = &o->out;
+		return 0;
 	}
 	if (o->dd && (rc = sl_dedup_process(o->dd, t, in, o->keep, wm_ms, &res->m[0])))
 		return rc;

@@ -528,3 +528,42 @@ def test_refused_and_allowed_query_changes(tmp_path):
                               source={"maxFilesPerTrigger": 3, "mode": "DROPMALFORMED"}))
     land(data, events(str(tmp_path / "2.json"), [("2", "u", 1, T0 + 60 * MIN)]))
     run(data)
+
+
+def test_big_batch_dedup_and_aggregation_on_two_threads(mounts, tmp_path):
+    """A batch of 200,000 rows runs dropDuplicates and groupBy on two threads
+    (block by block): the result is still every first row counted once."""
+    data = str(tmp_path / "data")
+    write_config(data, dropDuplicates=["event_id"],
+                 groupBy={"window": {"column": "event_time", "duration": "10 minutes"},
+                          "columns": ["user"]},
+                 aggregate={"n": "count(*)", "total": "sum(amount)"}, outputMode="complete")
+    rnd = random.Random(8)
+    want, seen, lines = {}, set(), []
+    for i in range(200000):
+        if i > 10 and rnd.random() < 0.05:
+            eid = "e%d" % rnd.randrange(i)  # a resend: same id, other values
+        else:
+            eid = "e%d" % i
+        user, amount, t = "u%d" % rnd.randrange(300), rnd.randrange(1000), \
+            T0 + rnd.randrange(3 * 3600)
+        lines.append(json.dumps({"event_id": eid, "user": user, "amount": amount,
+                                 "event_time": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                             time.gmtime(t))}))
+        if eid in seen:
+            continue
+        seen.add(eid)
+        k = (iso(t - t % 600), user)
+        c, s = want.get(k, (0, 0))
+        want[k] = (c + 1, s + amount)
+    path = str(tmp_path / "big.json")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    land(data, path)
+    run(data)
+    m = mounts.new(data=data)
+    got = {(r["window"]["start"], r["user"]): (r["n"], r["total"]) for r in parts(m)[0]}
+    assert got == want
+    op = progress(m)[0]["stateOperators"]
+    assert op[0]["customMetrics"]["numDroppedDuplicateRows"] == 200000 - len(seen)
+    assert op[0]["numRowsTotal"] == len(seen) and op[1]["numRowsTotal"] == len(want)
