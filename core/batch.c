@@ -120,6 +120,41 @@ void sl_batch_set_null(struct sl_batch *b, size_t row, size_t col)
 	b->cols[col].nulls[row] = 1;
 }
 
+int sl_batch_append(struct sl_batch *dst, const struct sl_batch *src)
+{
+	int rc;
+
+	if (dst->arena_len + src->arena_len > UINT32_MAX)
+		return EFBIG;
+	while (dst->cap < dst->nrows + src->nrows)
+		if ((rc = grow_rows(dst)))
+			return rc;
+	if (dst->arena_len + src->arena_len > dst->arena_cap) {
+		size_t cap = dst->arena_cap ? dst->arena_cap : 65536;
+		while (cap < dst->arena_len + src->arena_len)
+			cap *= 2;
+		char *a = realloc(dst->arena, cap);
+		if (!a)
+			return ENOMEM;
+		dst->arena = a;
+		dst->arena_cap = cap;
+	}
+	if (src->arena_len)
+		memcpy(dst->arena + dst->arena_len, src->arena, src->arena_len);
+	for (size_t c = 0; c < dst->schema->n && src->nrows; c++) {
+		union sl_cell *to = dst->cols[c].cells + dst->nrows;
+		memcpy(to, src->cols[c].cells, src->nrows * sizeof(*to));
+		memcpy(dst->cols[c].nulls + dst->nrows, src->cols[c].nulls, src->nrows);
+		if (dst->cols[c].type != SL_TYPE_STRING)
+			continue;
+		for (size_t r = 0; r < src->nrows; r++) /* strings now follow dst's */
+			to[r].s.off += (uint32_t)dst->arena_len;
+	}
+	dst->nrows += src->nrows;
+	dst->arena_len += src->arena_len;
+	return 0;
+}
+
 void sl_batch_keep(struct sl_batch *b, const uint8_t *keep)
 {
 	size_t n = 0;

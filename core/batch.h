@@ -61,6 +61,11 @@ int sl_batch_add_row(struct sl_batch *b, size_t *row);
 /* Drops the last row (a row found malformed after it was started). */
 void sl_batch_drop_last(struct sl_batch *b);
 
+/*
+ * Appends src's rows (same schema) to dst, strings copied. 0, ENOMEM or
+ * EFBIG (more than 4 GiB of strings); dst is unchanged on failure.
+ */
+int sl_batch_append(struct sl_batch *dst, const struct sl_batch *src);
 /* Keeps the rows r with keep[r] != 0, in order, dropping the others. */
 void sl_batch_keep(struct sl_batch *b, const uint8_t *keep);
 /* Setters: the value becomes non-null. Strings are copied into the arena. */

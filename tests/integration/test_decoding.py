@@ -620,3 +620,51 @@ def test_csv_failfast_line_counts_header_and_blank_lines(tmp_path):
     p = run(data, expect=1)
     err = util.one_line(p.stderr)
     assert "in/dev/c.csv" in err and "line 4" in err, err
+
+
+# -- big files: decoded in two halves on two threads ----------------------------
+
+def big_json(n, bad=()):
+    """n JSON lines of ~100 bytes (over 16 MiB for n >= 170,000); the lines
+    whose 1-based numbers are in bad are broken."""
+    out = []
+    for i in range(1, n + 1):
+        if i in bad:
+            out.append('{"id": %d, "pad": "%s"' % (i, "x" * 70))  # unterminated
+        else:
+            out.append('{"id": %d, "pad": "%s"}' % (i, "x" * 70))
+    return "\n".join(out) + "\n"
+
+
+def test_big_file_failfast_names_the_line_in_its_second_half(tmp_path):
+    data = str(tmp_path / "data")
+    n = 200000
+    write_config(data, {"dev": (json_source("id BIGINT, pad STRING", mode="FAILFAST"), None)})
+    land(data, put(tmp_path, "big.json", big_json(n, bad={n - 5})))
+    assert os.path.getsize(str(tmp_path / "src" / "big.json")) > 16 << 20
+    p = run(data, expect=1)
+    assert "'in/dev/big.json' line %d:" % (n - 5) in p.stderr, p.stderr
+
+
+def test_big_file_rows_in_order_and_counted(mounts, tmp_path):
+    data = str(tmp_path / "data")
+    n = 200000
+    bad = {3, n // 2 + 7, n - 1}
+    write_config(data, {"dev": (json_source("id BIGINT, pad STRING, _corrupt_record STRING"),
+                                None)})
+    land(data, put(tmp_path, "big.json", big_json(n, bad=bad)))
+    assert run(data).stdout == "dev: 1 batches, %d rows, 3 malformed\n" % n
+    m = mounts.new(data=data)
+    ids = []
+    corrupt = []
+    with open(os.path.join(m.mnt, "out", "dev", "part-00000-00000.jsonl")) as f:
+        for i, line in enumerate(f, 1):
+            r = json.loads(line)
+            if "_corrupt_record" in r:
+                corrupt.append(i)
+            else:
+                ids.append(r["id"])
+    assert corrupt == sorted(bad)
+    assert ids == [i for i in range(1, n + 1) if i not in bad]
+    st = json.loads(open(os.path.join(m.mnt, "status", "dev.json")).read())
+    assert st["numInputRows"] == n and st["numMalformedRows"] == 3
