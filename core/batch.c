@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "batch.h"
+#include "mem.h"
 
 int sl_batch_init(struct sl_batch *b, const struct sl_schema *schema)
 {
@@ -45,6 +46,7 @@ static int grow_rows(struct sl_batch *b)
 		union sl_cell *cells = realloc(b->cols[c].cells, cap * sizeof(*cells));
 		if (!cells)
 			return ENOMEM;
+		sl_mem_huge(cells, cap * sizeof(*cells));
 		b->cols[c].cells = cells;
 		uint8_t *nulls = realloc(b->cols[c].nulls, cap);
 		if (!nulls)
@@ -84,6 +86,7 @@ int sl_batch_set_str(struct sl_batch *b, size_t row, size_t col, const char *s, 
 		char *a = realloc(b->arena, cap);
 		if (!a)
 			return ENOMEM;
+		sl_mem_huge(a, cap);
 		b->arena = a;
 		b->arena_cap = cap;
 	}

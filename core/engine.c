@@ -685,7 +685,7 @@ static int read_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len, 
 		return rc;
 	struct stat sb;
 	if (i.size > 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= i.size) {
-		void *m = mmap(NULL, i.size, PROT_READ, MAP_PRIVATE, fd, 0);
+		void *m = mmap(NULL, i.size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 		if (m != MAP_FAILED) {
 			close(fd);
 			madvise(m, i.size, MADV_SEQUENTIAL);

@@ -27,6 +27,7 @@
 #include "config.h"
 #include "err.h"
 #include "kmap.h"
+#include "mem.h"
 #include "ops.h"
 #include "rowkey.h"
 #include "state.h"
@@ -129,6 +130,7 @@ static int grow(struct sl_groupby *g, size_t n)
 	unsigned char *s = realloc(g->states, cap * (g->ssz ? g->ssz : 1));
 	if (!s)
 		return ENOMEM;
+	sl_mem_huge(s, cap * (g->ssz ? g->ssz : 1));
 	g->states = s;
 	uint8_t *st = realloc(g->stored, cap);
 	if (!st)
@@ -338,6 +340,12 @@ struct pending {
 static int add_pending(struct sl_groupby *g, const struct sl_batch *b, struct pending *p,
 		       size_t n, char *err, size_t errlen)
 {
+	/* the slots are in cache by now: fetch the keys and states they point at */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t hint = sl_kmap_peek(&g->groups, p[i].h);
+		if (hint && hint <= g->cap)
+			__builtin_prefetch(g->states + (size_t)(hint - 1) * g->ssz);
+	}
 	for (size_t i = 0; i < n; i++) {
 		int rc = add_row(g, b, p[i].row, g->kb.data + p[i].off, p[i].len, p[i].h, err,
 				 errlen);

@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kmap.h"
+#include "mem.h"
 
 /*
  * A slot: the high half of the key's hash, its index + 1 (0 marks an empty
@@ -16,6 +18,35 @@ struct sl_kmap_slot { /* 16 bytes: sl_kmap_prefetch() knows */
 	uint32_t idx;
 	uint64_t ref; /* arena offset << 24 | length, as keys[] */
 };
+
+/*
+ * Slot arrays of 2 MiB or more are mapped with transparent huge pages
+ * asked for: a big table is probed at random, and 4 KiB pages would cost a
+ * TLB miss (and a page fault to zero) per probe.
+ */
+#define BIG_SLOTS (2u << 20)
+
+static struct sl_kmap_slot *slots_alloc(size_t n)
+{
+	size_t bytes = n * sizeof(struct sl_kmap_slot);
+	if (bytes < BIG_SLOTS)
+		return calloc(n, sizeof(struct sl_kmap_slot));
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, bytes, MADV_HUGEPAGE); /* a hint: fine when refused */
+	return p;
+}
+
+static void slots_free(struct sl_kmap_slot *slots, size_t n)
+{
+	if (!slots)
+		return;
+	if (n * sizeof(struct sl_kmap_slot) < BIG_SLOTS)
+		free(slots);
+	else
+		munmap(slots, n * sizeof(struct sl_kmap_slot));
+}
 
 static inline uint64_t read64(const unsigned char *p)
 {
@@ -59,7 +90,7 @@ void sl_kmap_init(struct sl_kmap *m)
 
 void sl_kmap_release(struct sl_kmap *m)
 {
-	free(m->slots);
+	slots_free(m->slots, m->slots ? m->mask + 1 : 0);
 	free(m->keys);
 	free(m->arena);
 	sl_kmap_init(m);
@@ -99,7 +130,7 @@ bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t
 static int rehash(struct sl_kmap *m)
 {
 	size_t nslots = m->slots ? (m->mask + 1) * 2 : 1024;
-	struct sl_kmap_slot *slots = calloc(nslots, sizeof(*slots));
+	struct sl_kmap_slot *slots = slots_alloc(nslots);
 	if (!slots)
 		return ENOMEM;
 	size_t mask = nslots - 1;
@@ -113,7 +144,7 @@ static int rehash(struct sl_kmap *m)
 			s = (s + 1) & mask;
 		slots[s] = sl;
 	}
-	free(m->slots);
+	slots_free(m->slots, m->slots ? m->mask + 1 : 0);
 	m->slots = slots;
 	m->mask = mask;
 	return 0;
@@ -152,6 +183,7 @@ int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64
 		uint64_t *keys = realloc(m->keys, cap * sizeof(*keys));
 		if (!keys)
 			return ENOMEM;
+		sl_mem_huge(keys, cap * sizeof(*keys));
 		m->keys = keys;
 		m->cap = cap;
 	}
@@ -164,6 +196,7 @@ int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64
 		unsigned char *a = realloc(m->arena, cap);
 		if (!a)
 			return ENOMEM;
+		sl_mem_huge(a, cap);
 		m->arena = a;
 		m->arena_cap = cap;
 	}
@@ -176,6 +209,23 @@ int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64
 	m->slots[s].idx = (uint32_t)m->n + 1;
 	*idx = (uint32_t)m->n++;
 	*added = true;
+	return 0;
+}
+
+uint32_t sl_kmap_peek(const struct sl_kmap *m, uint64_t h)
+{
+	if (!m->slots)
+		return 0;
+	uint32_t tag = (uint32_t)(h >> 32);
+	for (size_t s = h & m->mask, n = 0; n < 4; s = (s + 1) & m->mask, n++) {
+		const struct sl_kmap_slot *sl = &m->slots[s];
+		if (!sl->idx)
+			return 0;
+		if (sl->tag == tag) {
+			__builtin_prefetch(m->arena + (sl->ref >> 24));
+			return sl->idx;
+		}
+	}
 	return 0;
 }
 

@@ -62,6 +62,13 @@ static inline void sl_kmap_prefetch(const struct sl_kmap *m, uint64_t h)
 }
 int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64_t h,
 			  uint32_t *idx, bool *added);
+/*
+ * The second step of that: once the slot is in cache, prefetches the key's
+ * bytes of the first slot whose tag matches h, and returns its index + 1
+ * (0 when none: the key is probably new), so that the caller can prefetch
+ * its own value too. A hint only.
+ */
+uint32_t sl_kmap_peek(const struct sl_kmap *m, uint64_t h);
 
 /* Finds key: true with *idx set, or false. */
 bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t *idx);
