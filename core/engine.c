@@ -1565,6 +1565,7 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 	struct sl_decode_stats st;
 	struct sl_batch b;
 	struct sl_txn *t;
+	char *desc = NULL;
 	int rc;
 
 	rc = 0;
@@ -1575,46 +1576,51 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 	if (rc)
 		return rc;
 	/* cleanSource or a snapshot replace interrupted by a crash is redone first */
+	bool ready = false;
 	if ((rc = clean_pending(l, q, p.qid)) || (rc = gc_pending(l, p.qid))) {
 		snprintf(r->error, sizeof(r->error), "cannot clean sources: %s", sl_strerror(rc));
-		return rc;
+		goto fail;
 	}
 	if (sl_ops_needed(q) && (rc = sl_ops_new(q, p.qid, &ops, r->error, sizeof(r->error)))) {
 		if (rc != ENOTSUP)
 			snprintf(r->error, sizeof(r->error), "cannot set up the operators: %s",
 				 sl_strerror(rc));
-		return rc;
+		goto fail;
 	}
 	if ((rc = check_changes(cat, q, p.qid, r->error, sizeof(r->error))))
-		return rc;
-	char *desc = NULL;
+		goto fail;
 	if ((rc = sl_compat_describe(q, &desc, &p.desc_len)))
-		return rc;
+		goto fail;
 	p.desc = desc;
 	make_uuid(p.uuid);
 	make_uuid(p.run_id);
 	if ((rc = sl_decoder_new(q, &dec)))
-		goto free_ops;
+		goto fail;
 	if ((rc = sl_batch_init(&b, &q->source.schema)))
-		goto free_dec;
-	if ((rc = sl_decode_stats_init(&st, q->source.schema.n)))
-		goto release_batch;
+		goto fail;
+	if ((rc = sl_decode_stats_init(&st, q->source.schema.n))) {
+		sl_batch_release(&b);
+		goto fail;
+	}
+	ready = true;
 	while ((!lim->max_batches || done < lim->max_batches) &&
 	       !(lim->stop && *lim->stop) && (rc = run_batch(l, &p, dec, ops, &b, &st, r)) == 0)
 		done++;
 	if (rc == 1)
 		rc = 0;
+fail:
 	if (rc) {
 		/* lastError: kept until a batch of this query commits */
+		if (!r->error[0])
+			snprintf(r->error, sizeof(r->error), "%s", sl_strerror(rc));
 		struct error_rec e = {.qid = p.qid, .text = r->error};
 		sl_catalog_write(cat, error_apply, &e);
 	}
-	sl_decode_stats_release(&st);
-release_batch:
-	sl_batch_release(&b);
-free_dec:
+	if (ready) {
+		sl_decode_stats_release(&st);
+		sl_batch_release(&b);
+	}
 	sl_decoder_free(dec);
-free_ops:
 	sl_ops_free(ops);
 	free(desc);
 	half_release(&p.half);

@@ -567,3 +567,14 @@ def test_big_batch_dedup_and_aggregation_on_two_threads(mounts, tmp_path):
     op = progress(m)[0]["stateOperators"]
     assert op[0]["customMetrics"]["numDroppedDuplicateRows"] == 200000 - len(seen)
     assert op[0]["numRowsTotal"] == len(seen) and op[1]["numRowsTotal"] == len(want)
+
+
+def test_unsupported_aggregate_is_refused_with_its_name(tmp_path):
+    data = str(tmp_path / "data")
+    write_config(data, groupBy={"columns": ["user"]}, aggregate={"first": "min(event_id)"},
+                 outputMode="update")
+    land(data, events(str(tmp_path / "1.json"), [("1", "u", 1, T0)]))
+    p = run(data, expect=1)
+    assert "queries.q.aggregate.first: min and max of a STRING column" in p.stderr
+    st = util.sluice("status", data).stdout.splitlines()[1]
+    assert "error=queries.q.aggregate.first" in st, st
