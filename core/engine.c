@@ -685,10 +685,11 @@ static int read_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len, 
 		return rc;
 	struct stat sb;
 	if (i.size > 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= i.size) {
-		void *m = mmap(NULL, i.size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+		void *m = mmap(NULL, i.size, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (m != MAP_FAILED) {
 			close(fd);
-			madvise(m, i.size, MADV_SEQUENTIAL);
+			/* read ahead at once: the disk works while the decoders do */
+			madvise(m, i.size, MADV_WILLNEED);
 			*data = m;
 			*len = i.size;
 			*mapped = true;
