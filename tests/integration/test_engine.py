@@ -2,6 +2,7 @@
 output in out/, the checkpoint as Spark lays it out (DESIGN.md §1-2; the
 seed lab's first part). Tests that count batches land first, then run."""
 
+import errno
 import json
 import os
 import subprocess
@@ -376,3 +377,31 @@ def test_checkpoint_keeps_the_last_100_batches(mounts, tmp_path):
         assert names == list(range(3, 103)), (d, names[:3], names[-3:])
     assert len(read(m, "status", "dev.jsonl").decode().splitlines()) == 100
     assert len(os.listdir(os.path.join(m.mnt, "out", "dev"))) == 103  # out/ keeps all
+
+
+def test_every_mutation_outside_in_is_erofs(mounts, data, tmp_path):
+    """DESIGN §1 / issue 5: out/, checkpoint/, status/ and archive/ refuse
+    every mutation with EROFS, whatever the call."""
+    land(data, bundle(str(tmp_path / "b.json"), 0, 1))
+    run(data)
+    m = mounts.new(data=data)
+    part = os.path.join(m.mnt, "out", "dev", "part-00000-00000.jsonl")
+    commit = os.path.join(m.mnt, "checkpoint", "dev", "commits", "0")
+    status = os.path.join(m.mnt, "status", "dev.json")
+    for f in (part, commit, status):
+        calls = [
+            (os.unlink, f), (os.rename, f, f + ".x"), (os.chmod, f, 0o600),
+            (os.truncate, f, 0), (os.utime, f, (1, 1)), (os.link, f, f + ".l"),
+            (os.symlink, "x", f + ".s"), (os.open, f, os.O_WRONLY | os.O_TRUNC),
+            (os.mkdir, f + ".d"), (os.mknod, f + ".n"),
+        ]
+        for call in calls:
+            util.expect_errno(errno.EROFS, *call)
+    for d in (os.path.join(m.mnt, "out", "dev"), os.path.join(m.mnt, "checkpoint", "dev"),
+              os.path.join(m.mnt, "archive")):
+        util.expect_errno(errno.EROFS, os.rmdir, d)
+        util.expect_errno(errno.EROFS, os.chmod, d, 0o700)
+        util.expect_errno(errno.EROFS, os.rename, d, d + ".x")
+    # nothing moves from in/ into them either
+    util.expect_errno(errno.EROFS, os.rename, os.path.join(m.mnt, "in", "dev", "b.json"),
+                      os.path.join(m.mnt, "out", "dev", "b.json"))
