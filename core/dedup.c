@@ -27,12 +27,6 @@
 #include "rowkey.h"
 #include "state.h"
 
-struct evicted {
-	unsigned char *keys; /* storage keys, back to back */
-	size_t len, cap;
-	size_t *lens;
-	size_t n, ncap;
-};
 
 struct sl_dedup {
 	const struct sl_query_config *q;
@@ -48,7 +42,7 @@ struct sl_dedup {
 	uint32_t *order;       /* the fresh keys, sorted: LMDB takes sorted puts fastest */
 	size_t nfresh;
 	struct sl_keybuf kb;
-	struct evicted ev;     /* storage keys to delete ('D' and 'E') */
+	struct sl_state_evict ev; /* storage keys to delete ('D' and 'E') */
 	uint64_t rows_after, bytes_after;
 	bool empty;            /* no state before this batch: no key to look up */
 };
@@ -91,35 +85,8 @@ void sl_dedup_free(struct sl_dedup *d)
 	free(d->fresh);
 	free(d->expires);
 	free(d->order);
-	free(d->ev.keys);
-	free(d->ev.lens);
+	sl_state_evict_release(&d->ev);
 	free(d);
-}
-
-static int ev_add(struct evicted *ev, const void *k, size_t len)
-{
-	if (ev->len + len > ev->cap) {
-		size_t cap = ev->cap ? ev->cap * 2 : 4096;
-		while (cap < ev->len + len)
-			cap *= 2;
-		unsigned char *p = realloc(ev->keys, cap);
-		if (!p)
-			return ENOMEM;
-		ev->keys = p;
-		ev->cap = cap;
-	}
-	if (ev->n == ev->ncap) {
-		size_t cap = ev->ncap ? ev->ncap * 2 : 256;
-		size_t *p = realloc(ev->lens, cap * sizeof(*p));
-		if (!p)
-			return ENOMEM;
-		ev->lens = p;
-		ev->ncap = cap;
-	}
-	memcpy(ev->keys + ev->len, k, len);
-	ev->len += len;
-	ev->lens[ev->n++] = len;
-	return 0;
 }
 
 static int grow(struct sl_dedup *d, size_t n)
@@ -175,7 +142,7 @@ static int evict_ts(void *ctx, const void *skey, size_t sklen, const void *rk, s
 		return (w->err = SL_ECORRUPT);
 	if (!sl_watermark_is_late(w->wm_ms, lead_ts(rk)))
 		return 1;
-	if ((w->err = ev_add(&w->d->ev, skey, sklen)))
+	if ((w->err = sl_state_evict_add(&w->d->ev, skey, sklen)))
 		return 1;
 	w->removed++;
 	w->bytes += sl_state_entry_bytes(rklen, vlen);
@@ -203,7 +170,7 @@ static int evict_exp(void *ctx, const void *skey, size_t sklen, const void *rk, 
 	memcpy(dkey, skey, 4);
 	dkey[4] = SL_STATE_DEDUP;
 	memcpy(dkey + 5, (const unsigned char *)rk + 8, rklen - 8);
-	if ((w->err = ev_add(&w->d->ev, skey, sklen)) || (w->err = ev_add(&w->d->ev, dkey, dlen)))
+	if ((w->err = sl_state_evict_add(&w->d->ev, skey, sklen)) || (w->err = sl_state_evict_add(&w->d->ev, dkey, dlen)))
 		return 1;
 	w->removed++;
 	w->bytes += sl_state_entry_bytes(full, 8) + sklen + 4; /* the 'D' and 'E' entries */
@@ -215,7 +182,7 @@ int sl_dedup_begin(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *
 	int rc;
 
 	sl_kmap_clear(&d->seen);
-	d->ev.len = d->ev.n = 0;
+	sl_state_evict_clear(&d->ev);
 	d->nfresh = 0;
 	if ((rc = sl_state_counters(t, &d->sp, &d->rows_after, &d->bytes_after)))
 		return rc;
@@ -389,12 +356,8 @@ int sl_dedup_apply(struct sl_dedup *d, struct sl_txn *t)
 		if ((rc = sl_state_put(t, &d->ex, ek, 8 + sk.len - 5, &full, 4)))
 			return rc;
 	}
-	size_t off = 0;
-	for (size_t i = 0; i < d->ev.n; i++) {
-		if ((rc = sl_state_del_raw(t, d->ev.keys + off, d->ev.lens[i])))
-			return rc;
-		off += d->ev.lens[i];
-	}
+	if ((rc = sl_state_evict_apply(&d->ev, t)))
+		return rc;
 	return sl_state_set_counters(t, &d->sp, d->rows_after, d->bytes_after);
 }
 

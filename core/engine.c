@@ -1191,17 +1191,9 @@ static int collect_intent(void *ctx, uint64_t n, size_t len)
 
 static int intent_del_apply(struct sl_txn *t, void *arg)
 {
-	const uint64_t *a = arg; /* qid, batch */
+	const uint64_t *a = arg; /* qid, kind, batch */
 	unsigned char k[13];
-	log_key(k, (uint32_t)a[0], 'x', a[1]);
-	return sl_cat_del(t, SL_TABLE_QLOG, k, sizeof(k));
-}
-
-static int gc_del_apply(struct sl_txn *t, void *arg)
-{
-	const uint64_t *a = arg; /* qid, batch */
-	unsigned char k[13];
-	log_key(k, (uint32_t)a[0], 'g', a[1]);
+	log_key(k, (uint32_t)a[0], (char)a[1], a[2]);
 	return sl_cat_del(t, SL_TABLE_QLOG, k, sizeof(k));
 }
 
@@ -1209,7 +1201,13 @@ static int gc_del_apply(struct sl_txn *t, void *arg)
  * Carries out the query's cleanSource intents (idempotent), oldest first;
  * at start this redoes what a crash interrupted.
  */
-static int clean_pending(struct sl_land *l, const struct sl_query_config *q, uint32_t qid)
+/*
+ * Carries out the intents of kind ('x' cleanSource, 'g' replaced parts) of
+ * query qid, oldest first: act(ctx, ids, n) on each entry's file ids, then
+ * the entry goes. Idempotent, so that a start redoes what a crash cut.
+ */
+static int each_intent(struct sl_land *l, uint32_t qid, char kind,
+		       int (*act)(void *ctx, const uint64_t *ids, size_t n), void *ctx)
 {
 	struct sl_catalog *cat = sl_land_catalog(l);
 	struct intents in;
@@ -1220,7 +1218,7 @@ static int clean_pending(struct sl_land *l, const struct sl_query_config *q, uin
 		in.n = 0;
 		if ((rc = sl_catalog_read(cat, &t)))
 			return rc;
-		rc = sl_engine_checkpoint_each(t, qid, 'x', collect_intent, &in);
+		rc = sl_engine_checkpoint_each(t, qid, kind, collect_intent, &in);
 		sl_txn_end(t);
 		if (rc < 0 || rc > 1)
 			return rc;
@@ -1230,25 +1228,46 @@ static int clean_pending(struct sl_land *l, const struct sl_query_config *q, uin
 			uint64_t *ids = NULL;
 			if ((rc = sl_catalog_read(cat, &t)))
 				return rc;
-			rc = sl_engine_checkpoint_get(t, qid, 'x', in.batches[k], &v, &len);
+			rc = sl_engine_checkpoint_get(t, qid, kind, in.batches[k], &v, &len);
 			if (rc == 0 && (len % 8 || !(ids = malloc(len ? len : 1))))
 				rc = len % 8 ? SL_ECORRUPT : ENOMEM;
 			if (rc == 0)
 				memcpy(ids, v, len);
 			sl_txn_end(t);
-			/* with cleanSource turned off since, the intent is dropped */
-			if (rc == 0 && q->source.clean != SL_CLEAN_OFF)
-				rc = sl_land_clean(l, ids, len / 8, q->source.clean == SL_CLEAN_ARCHIVE);
-			free(ids);
-			SL_FAULT("engine.during_clean");
-			uint64_t a[2] = {qid, in.batches[k]};
 			if (rc == 0)
-				rc = sl_catalog_write(cat, intent_del_apply, a);
+				rc = act(ctx, ids, len / 8);
+			free(ids);
+			uint64_t a[3] = {qid, (uint64_t)kind, in.batches[k]};
+			if (rc == 0)
+				rc = sl_catalog_write_freeing(cat, intent_del_apply, a);
 			if (rc)
 				return rc;
 		}
 	} while (in.n == 64);
 	return 0;
+}
+
+struct clean_ctx {
+	struct sl_land *l;
+	const struct sl_query_config *q;
+};
+
+static int clean_act(void *ctx, const uint64_t *ids, size_t n)
+{
+	struct clean_ctx *c = ctx;
+	int rc = 0;
+	/* with cleanSource turned off since, the intent is dropped */
+	if (c->q->source.clean != SL_CLEAN_OFF)
+		rc = sl_land_clean(c->l, ids, n, c->q->source.clean == SL_CLEAN_ARCHIVE);
+	SL_FAULT("engine.during_clean");
+	return rc;
+}
+
+/* cleanSource: the query's intents, carried out right after each commit and at start. */
+static int clean_pending(struct sl_land *l, const struct sl_query_config *q, uint32_t qid)
+{
+	struct clean_ctx c = {.l = l, .q = q};
+	return each_intent(l, qid, 'x', clean_act, &c);
 }
 
 /* ---- progress ---- */
@@ -1361,42 +1380,17 @@ static int run_ops(struct sl_land *l, struct plan *p, struct sl_ops *ops, struct
 	return rc;
 }
 
-/* Unlinks the blobs of replaced complete-mode parts ('g' entries), oldest first. */
+static int unlink_act(void *ctx, const uint64_t *ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sl_blob_unlink(sl_land_blobs(ctx), ids[i]);
+	return 0;
+}
+
+/* Unlinks the blobs of replaced complete-mode parts ('g' intents), oldest first. */
 static int gc_pending(struct sl_land *l, uint32_t qid)
 {
-	struct sl_catalog *cat = sl_land_catalog(l);
-	struct intents in;
-	int rc;
-
-	do {
-		struct sl_txn *t;
-		in.n = 0;
-		if ((rc = sl_catalog_read(cat, &t)))
-			return rc;
-		rc = sl_engine_checkpoint_each(t, qid, 'g', collect_intent, &in);
-		sl_txn_end(t);
-		if (rc < 0 || rc > 1)
-			return rc;
-		for (size_t k = 0; k < in.n; k++) {
-			const void *v;
-			size_t len;
-			if ((rc = sl_catalog_read(cat, &t)))
-				return rc;
-			rc = sl_engine_checkpoint_get(t, qid, 'g', in.batches[k], &v, &len);
-			for (size_t i = 0; rc == 0 && i + 8 <= len; i += 8) {
-				uint64_t id;
-				memcpy(&id, (const char *)v + i, 8);
-				sl_blob_unlink(sl_land_blobs(l), id);
-			}
-			sl_txn_end(t);
-			uint64_t a[2] = {qid, in.batches[k]};
-			if (rc == 0)
-				rc = sl_catalog_write(cat, gc_del_apply, a);
-			if (rc)
-				return rc;
-		}
-	} while (in.n == 64);
-	return 0;
+	return each_intent(l, qid, 'g', unlink_act, l);
 }
 
 /* Runs one batch: 1 when there was nothing to do, 0 when committed, or an error. */

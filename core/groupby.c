@@ -50,11 +50,7 @@ struct sl_groupby {
 	struct sl_keybuf kb;
 	struct sl_window *wins;
 	size_t maxwins;
-	/* evicted storage keys */
-	unsigned char *ev;
-	size_t evlen, evcap;
-	size_t *evlens;
-	size_t nev, nevcap;
+	struct sl_state_evict ev; /* evicted storage keys */
 	uint64_t rows_after, bytes_after;
 };
 
@@ -115,8 +111,7 @@ void sl_groupby_free(struct sl_groupby *g)
 	free(g->stored);
 	free(g->order);
 	free(g->wins);
-	free(g->ev);
-	free(g->evlens);
+	sl_state_evict_release(&g->ev);
 	free(g);
 }
 
@@ -137,32 +132,6 @@ static int grow(struct sl_groupby *g, size_t n)
 		return ENOMEM;
 	g->stored = st;
 	g->cap = cap;
-	return 0;
-}
-
-static int ev_add(struct sl_groupby *g, const void *k, size_t len)
-{
-	if (g->evlen + len > g->evcap) {
-		size_t cap = g->evcap ? g->evcap * 2 : 4096;
-		while (cap < g->evlen + len)
-			cap *= 2;
-		unsigned char *p = realloc(g->ev, cap);
-		if (!p)
-			return ENOMEM;
-		g->ev = p;
-		g->evcap = cap;
-	}
-	if (g->nev == g->nevcap) {
-		size_t cap = g->nevcap ? g->nevcap * 2 : 256;
-		size_t *p = realloc(g->evlens, cap * sizeof(*p));
-		if (!p)
-			return ENOMEM;
-		g->evlens = p;
-		g->nevcap = cap;
-	}
-	memcpy(g->ev + g->evlen, k, len);
-	g->evlen += len;
-	g->evlens[g->nev++] = len;
 	return 0;
 }
 
@@ -273,7 +242,7 @@ static int walk_closed(void *ctx, const void *skey, size_t sklen, const void *rk
 	}
 	if (w->emit_closed && (w->rc = emit(g, w->out, rk, rklen, st, w->err, w->errlen)))
 		return 1;
-	if ((w->rc = ev_add(g, skey, sklen)))
+	if ((w->rc = sl_state_evict_add(&g->ev, skey, sklen)))
 		return 1;
 	w->removed++;
 	w->bytes += sl_state_entry_bytes(rklen, vlen);
@@ -316,7 +285,7 @@ int sl_groupby_begin(struct sl_groupby *g, struct sl_txn *t, const struct sl_bat
 	int rc;
 
 	sl_kmap_clear(&g->groups);
-	g->evlen = g->nev = 0;
+	sl_state_evict_clear(&g->ev);
 	sl_batch_clear(out);
 	if ((rc = sl_state_counters(t, &g->sp, &g->rows_after, &g->bytes_after)))
 		return rc;
@@ -542,12 +511,8 @@ int sl_groupby_apply(struct sl_groupby *g, struct sl_txn *t)
 		if ((rc = sl_state_put(t, &g->sp, k, len, g->states + (size_t)idx * g->ssz, g->ssz)))
 			return rc;
 	}
-	size_t off = 0;
-	for (size_t i = 0; i < g->nev; i++) {
-		if ((rc = sl_state_del_raw(t, g->ev + off, g->evlens[i])))
-			return rc;
-		off += g->evlens[i];
-	}
+	if ((rc = sl_state_evict_apply(&g->ev, t)))
+		return rc;
 	return sl_state_set_counters(t, &g->sp, g->rows_after, g->bytes_after);
 }
 

@@ -84,6 +84,22 @@ int sl_state_each(struct sl_txn *t, const struct sl_state_space *sp, const void 
 /* Deletes the entry with this storage key (as sl_state_each() gave it). */
 int sl_state_del_raw(struct sl_txn *t, const void *skey, size_t sklen);
 
+/*
+ * Storage keys an eviction walk found, deleted with the batch's commit.
+ * Zero-initialise; sl_state_evict_clear() empties it keeping its memory.
+ */
+struct sl_state_evict {
+	unsigned char *keys; /* back to back */
+	size_t len, cap;
+	size_t *lens;
+	size_t n, ncap;
+};
+int sl_state_evict_add(struct sl_state_evict *ev, const void *skey, size_t sklen);
+static inline void sl_state_evict_clear(struct sl_state_evict *ev) { ev->len = ev->n = 0; }
+void sl_state_evict_release(struct sl_state_evict *ev);
+/* Deletes every key of ev in t. */
+int sl_state_evict_apply(const struct sl_state_evict *ev, struct sl_txn *t);
+
 /* Counters of an operator's state: rows and bytes, in the meta table. */
 int sl_state_counters(struct sl_txn *t, const struct sl_state_space *sp, uint64_t *rows,
 		      uint64_t *bytes);
