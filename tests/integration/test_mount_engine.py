@@ -94,5 +94,6 @@ def test_failfast_query_stops_others_go_on(mounts, tmp_path):
     m.unmount()
     config(data, {"strict": ("strict", {"mode": "PERMISSIVE"}), "easy": ("easy", {})})
     m = mounts.remount(m)
-    wait_parts(m, "strict", 1)
+    # batch 0 re-runs over its logged file alone; later.json is batch 1
+    assert wait_parts(m, "strict", 2) == ["part-00000-00000.jsonl", "part-00001-00000.jsonl"]
     assert [r.get("event_id") for r in rows(m, "strict")] == [None, "x"]
