@@ -38,9 +38,20 @@ void sl_batch_clear(struct sl_batch *b)
 	b->arena_len = 0;
 }
 
+static int grow_rows_to(struct sl_batch *b, size_t cap);
+
 static int grow_rows(struct sl_batch *b)
 {
-	size_t cap = b->cap ? b->cap * 2 : 1024;
+	return grow_rows_to(b, b->cap ? b->cap * 2 : 1024);
+}
+
+int sl_batch_reserve(struct sl_batch *b, size_t rows)
+{
+	return rows > b->cap ? grow_rows_to(b, rows) : 0;
+}
+
+static int grow_rows_to(struct sl_batch *b, size_t cap)
+{
 
 	for (size_t c = 0; c < b->schema->n; c++) {
 		union sl_cell *cells = realloc(b->cols[c].cells, cap * sizeof(*cells));

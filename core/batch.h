@@ -56,6 +56,8 @@ void sl_batch_clear(struct sl_batch *b);
  * keep_rows rows: a huge batch's memory is not kept for the next one.
  */
 void sl_batch_trim(struct sl_batch *b, size_t keep_rows);
+/* Makes room for rows rows in all (no growth until then). 0 or ENOMEM. */
+int sl_batch_reserve(struct sl_batch *b, size_t rows);
 /* Appends a row whose every value is null; *row gets its index. 0 or ENOMEM. */
 int sl_batch_add_row(struct sl_batch *b, size_t *row);
 /* Drops the last row (a row found malformed after it was started). */

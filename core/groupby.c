@@ -18,6 +18,7 @@
  * window is on the watermark column; complete mode keeps everything.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,6 +338,49 @@ static int push_key(struct sl_groupby *g, struct pending *p, size_t *n, size_t r
 	return 0;
 }
 
+struct sort_job {
+	const struct sl_groupby *g;
+	uint32_t *v;
+	size_t n;
+};
+
+static void *sort_main(void *arg)
+{
+	struct sort_job *j = arg;
+	qsort_r(j->v, j->n, sizeof(*j->v), cmp_groups, (void *)j->g); /* glibc's, with a context */
+	return NULL;
+}
+
+/*
+ * Sorts the group indexes by storage key; a big table is sorted in two
+ * halves on two threads and merged.
+ */
+static int sort_groups(struct sl_groupby *g, uint32_t *order, size_t n)
+{
+	struct sort_job a = {g, order, n / 2}, b = {g, order + n / 2, n - n / 2};
+	pthread_t th;
+
+	if (n < (1u << 16) || pthread_create(&th, NULL, sort_main, &a)) {
+		qsort_r(order, n, sizeof(*order), cmp_groups, g);
+		return 0;
+	}
+	sort_main(&b);
+	pthread_join(th, NULL);
+	uint32_t *out = malloc(n * sizeof(*out));
+	if (!out)
+		return ENOMEM;
+	size_t i = 0, k = 0, o = 0;
+	while (i < a.n && k < b.n)
+		out[o++] = cmp_groups(&a.v[i], &b.v[k], g) <= 0 ? a.v[i++] : b.v[k++];
+	while (i < a.n)
+		out[o++] = a.v[i++];
+	while (k < b.n)
+		out[o++] = b.v[k++];
+	memcpy(order, out, n * sizeof(*out));
+	free(out);
+	return 0;
+}
+
 int sl_groupby_rows(struct sl_groupby *g, const struct sl_batch *b, const uint8_t *keep,
 		    size_t from, size_t to, char *err, size_t errlen)
 {
@@ -397,7 +441,8 @@ int sl_groupby_end(struct sl_groupby *g, struct sl_txn *t, int64_t wm_ms, struct
 	g->order = order;
 	for (size_t i = 0; i < n; i++)
 		order[i] = (uint32_t)i;
-	qsort_r(order, n, sizeof(*order), cmp_groups, g); /* glibc's, with a context */
+	if ((rc = sort_groups(g, order, n)))
+		return rc;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx = order[i];
 		size_t len;
@@ -430,6 +475,10 @@ int sl_groupby_end(struct sl_groupby *g, struct sl_txn *t, int64_t wm_ms, struct
 	m->rows_updated = n;
 
 	struct walk w = {.g = g, .out = out, .wm_ms = wm_ms, .err = err, .errlen = errlen};
+	/* the output rows, known (update) or nearly (complete): no regrowth */
+	if (q->output_mode != SL_OUTPUT_APPEND &&
+	    (rc = sl_batch_reserve(out, q->output_mode == SL_OUTPUT_COMPLETE ? rows : n)))
+		return rc;
 	if (q->output_mode == SL_OUTPUT_UPDATE) {
 		for (size_t i = 0; i < n; i++) {
 			size_t len;
