@@ -231,6 +231,9 @@ uint32_t sl_kmap_peek(const struct sl_kmap *m, uint64_t h)
 
 int sl_kmap_reserve(struct sl_kmap *m, size_t n)
 {
+	/* a table sized for a much bigger batch is given back, not cleared */
+	if (m->slots && m->mask + 1 > 65536 && (m->mask + 1) / 8 > n)
+		sl_kmap_release(m);
 	while ((n + 1) * 4 > (m->slots ? m->mask + 1 : 0) * 3) {
 		int rc = rehash(m);
 		if (rc)

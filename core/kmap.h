@@ -42,7 +42,12 @@ void sl_kmap_clear(struct sl_kmap *m);
  */
 int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx, bool *added);
 
-/* Makes room for n keys in all without growing again (ENOMEM: unchanged but valid). */
+/*
+ * Makes room for n keys in all without growing again; call it on an empty
+ * map: one sized for many more keys gives its memory back first, so that
+ * small batches after a big one do not clear a big table. ENOMEM: the map
+ * is valid, maybe smaller.
+ */
 int sl_kmap_reserve(struct sl_kmap *m, size_t n);
 
 /*
