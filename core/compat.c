@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "compat.h"
+#include "strbuf.h"
 #include "err.h"
 
 #define VERSION_PREFIX "sluice-compat "
@@ -53,45 +54,6 @@ static const struct {
     [F_SOURCE_SCHEMA] = {"source.schema", ""},
 };
 
-/* A growable byte buffer with a sticky out-of-memory flag (as in sink.c). */
-struct buf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void put(struct buf *b, const void *s, size_t n)
-{
-	size_t cap;
-	char *p;
-
-	if (b->oom || n == 0)
-		return;
-	if (b->cap - b->len < n) {
-		cap = b->cap ? b->cap : 256;
-		while (cap - b->len < n) {
-			if (cap > SIZE_MAX / 2) {
-				b->oom = true;
-				return;
-			}
-			cap *= 2;
-		}
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-}
-
-static void putch(struct buf *b, char c) { put(b, &c, 1); }
-
-static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
-
 static bool is_plain(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -116,41 +78,41 @@ __attribute__((format(printf, 3, 4))) static int refuse(char *err, size_t errlen
 /* Describing */
 
 /* A column or output name: bare when [A-Za-z0-9_]+, else backquoted with a backquote doubled. */
-static void put_name(struct buf *b, const char *name)
+static void put_name(struct sl_strbuf *b, const char *name)
 {
 	const char *p;
 
 	for (p = name; is_plain(*p); p++)
 		;
 	if (p != name && *p == 0) {
-		puts_(b, name);
+		sl_strbuf_adds(b, name);
 		return;
 	}
-	putch(b, '`');
+	sl_strbuf_addc(b, '`');
 	for (p = name; *p; p++) {
 		if (*p == '`')
-			putch(b, '`');
-		putch(b, *p);
+			sl_strbuf_addc(b, '`');
+		sl_strbuf_addc(b, *p);
 	}
-	putch(b, '`');
+	sl_strbuf_addc(b, '`');
 }
 
 /* "[a, b]" for the columns idx[0..n) of s; nothing when n is 0. */
-static void put_list(struct buf *b, const struct sl_schema *s, const size_t *idx, size_t n)
+static void put_list(struct sl_strbuf *b, const struct sl_schema *s, const size_t *idx, size_t n)
 {
 	if (n == 0)
 		return;
-	putch(b, '[');
+	sl_strbuf_addc(b, '[');
 	for (size_t i = 0; i < n; i++) {
 		if (i)
-			puts_(b, ", ");
+			sl_strbuf_adds(b, ", ");
 		put_name(b, s->cols[idx[i]].name);
 	}
-	putch(b, ']');
+	sl_strbuf_addc(b, ']');
 }
 
 /* A duration in the largest unit that holds it exactly: "10 minutes", "90 seconds". */
-static void put_duration(struct buf *b, int64_t us)
+static void put_duration(struct sl_strbuf *b, int64_t us)
 {
 	static const struct {
 		const char *unit;
@@ -166,38 +128,38 @@ static void put_duration(struct buf *b, int64_t us)
 		i++;
 	snprintf(text, sizeof(text), "%lld %s%s", (long long)(us / units[i].us), units[i].unit,
 		 us == units[i].us ? "" : "s");
-	puts_(b, text);
+	sl_strbuf_adds(b, text);
 }
 
-static void put_groupby(struct buf *b, const struct sl_query_config *q)
+static void put_groupby(struct sl_strbuf *b, const struct sl_query_config *q)
 {
 	const struct sl_schema *s = &q->source.schema;
 
 	if (!q->has_groupby)
 		return;
 	if (q->has_window) {
-		puts_(b, "window(");
+		sl_strbuf_adds(b, "window(");
 		put_name(b, s->cols[q->win_col].name);
-		puts_(b, ", ");
+		sl_strbuf_adds(b, ", ");
 		put_duration(b, q->win_duration_us);
 		/* the slide defaults to the duration: an explicit equal one is the same window */
 		if (q->win_slide_us != q->win_duration_us) {
-			puts_(b, ", ");
+			sl_strbuf_adds(b, ", ");
 			put_duration(b, q->win_slide_us);
 		}
-		putch(b, ')');
+		sl_strbuf_addc(b, ')');
 	}
 	if (q->ngroup == 0)
 		return;
-	puts_(b, q->has_window ? " by " : "by ");
+	sl_strbuf_adds(b, q->has_window ? " by " : "by ");
 	for (size_t i = 0; i < q->ngroup; i++) {
 		if (i)
-			puts_(b, ", ");
+			sl_strbuf_adds(b, ", ");
 		put_name(b, s->cols[q->group[i]].name);
 	}
 }
 
-static void put_aggregates(struct buf *b, const struct sl_query_config *q)
+static void put_aggregates(struct sl_strbuf *b, const struct sl_query_config *q)
 {
 	static const char *const fns[] = {
 	    [SL_AGG_COUNT_STAR] = "count", [SL_AGG_COUNT] = "count", [SL_AGG_SUM] = "sum",
@@ -207,14 +169,14 @@ static void put_aggregates(struct buf *b, const struct sl_query_config *q)
 	for (size_t i = 0; i < q->naggs; i++) {
 		const struct sl_aggregate *a = &q->aggs[i];
 		if (i)
-			puts_(b, ", ");
-		puts_(b, fns[a->fn]);
-		putch(b, '(');
+			sl_strbuf_adds(b, ", ");
+		sl_strbuf_adds(b, fns[a->fn]);
+		sl_strbuf_addc(b, '(');
 		if (a->fn == SL_AGG_COUNT_STAR)
-			putch(b, '*');
+			sl_strbuf_addc(b, '*');
 		else
 			put_name(b, q->source.schema.cols[a->col].name);
-		puts_(b, ") AS ");
+		sl_strbuf_adds(b, ") AS ");
 		put_name(b, a->name);
 	}
 }
@@ -236,7 +198,7 @@ static bool held_in_state(const struct sl_query_config *q, size_t col)
 	return false;
 }
 
-static void put_state_schema(struct buf *b, const struct sl_query_config *q)
+static void put_state_schema(struct sl_strbuf *b, const struct sl_query_config *q)
 {
 	const struct sl_schema *s = &q->source.schema;
 	bool first = true;
@@ -245,16 +207,16 @@ static void put_state_schema(struct buf *b, const struct sl_query_config *q)
 		if (!held_in_state(q, i))
 			continue;
 		if (!first)
-			puts_(b, ", ");
+			sl_strbuf_adds(b, ", ");
 		first = false;
 		put_name(b, s->cols[i].name);
-		putch(b, ' ');
-		puts_(b, sl_config_type_name(s->cols[i].type));
+		sl_strbuf_addc(b, ' ');
+		sl_strbuf_adds(b, sl_config_type_name(s->cols[i].type));
 	}
 }
 
 /* Field f of q, unescaped. */
-static void put_field(struct buf *b, const struct sl_query_config *q, enum field f)
+static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum field f)
 {
 	static const char *const source_formats[] = {
 	    [SL_SOURCE_JSON] = "json", [SL_SOURCE_CSV] = "csv", [SL_SOURCE_TEXT] = "text"};
@@ -266,10 +228,10 @@ static void put_field(struct buf *b, const struct sl_query_config *q, enum field
 
 	switch (f) {
 	case F_SOURCE_FORMAT:
-		puts_(b, source_formats[q->source.format]);
+		sl_strbuf_adds(b, source_formats[q->source.format]);
 		break;
 	case F_SOURCE_PATH:
-		puts_(b, q->source.path.text);
+		sl_strbuf_adds(b, q->source.path.text);
 		break;
 	case F_WM_COLUMN:
 		if (q->has_watermark)
@@ -290,10 +252,10 @@ static void put_field(struct buf *b, const struct sl_query_config *q, enum field
 		put_aggregates(b, q);
 		break;
 	case F_OUTPUT_MODE:
-		puts_(b, output_modes[q->output_mode]);
+		sl_strbuf_adds(b, output_modes[q->output_mode]);
 		break;
 	case F_SINK_FORMAT:
-		puts_(b, sink_formats[q->sink_format]);
+		sl_strbuf_adds(b, sink_formats[q->sink_format]);
 		break;
 	case F_PARTITION_BY:
 		put_list(b, &q->out, q->partition_by, q->npartition_by);
@@ -307,39 +269,39 @@ static void put_field(struct buf *b, const struct sl_query_config *q, enum field
 }
 
 /* Appends s[0..n) with a backslash as \\ and a control byte as \xHH (lowercase hex). */
-static void put_escaped(struct buf *b, const char *s, size_t n)
+static void put_escaped(struct sl_strbuf *b, const char *s, size_t n)
 {
 	char hex[8];
 
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 		if (c == '\\') {
-			puts_(b, "\\\\");
+			sl_strbuf_adds(b, "\\\\");
 		} else if (is_control(c)) {
 			snprintf(hex, sizeof(hex), "\\x%02x", c);
-			puts_(b, hex);
+			sl_strbuf_adds(b, hex);
 		} else {
-			putch(b, (char)c);
+			sl_strbuf_addc(b, (char)c);
 		}
 	}
 }
 
 int sl_compat_describe(const struct sl_query_config *q, char **out, size_t *len)
 {
-	struct buf b = {0}, raw = {0};
+	struct sl_strbuf b = {0}, raw = {0};
 	char version[32];
 
 	snprintf(version, sizeof(version), "%s%d\n", VERSION_PREFIX, VERSION);
-	puts_(&b, version);
+	sl_strbuf_adds(&b, version);
 	for (int f = 0; f < NFIELDS; f++) {
 		raw.len = 0;
 		put_field(&raw, q, (enum field)f);
-		puts_(&b, fields[f].key);
-		putch(&b, '=');
+		sl_strbuf_adds(&b, fields[f].key);
+		sl_strbuf_addc(&b, '=');
 		put_escaped(&b, raw.p, raw.len);
-		putch(&b, '\n');
+		sl_strbuf_addc(&b, '\n');
 	}
-	putch(&b, 0);
+	sl_strbuf_addc(&b, 0);
 	free(raw.p);
 	if (b.oom || raw.oom) {
 		free(b.p);
@@ -398,16 +360,16 @@ static bool value_valid(const char *s, size_t n)
 }
 
 /* Undoes put_escaped() on a value that passed value_valid(). */
-static void put_unescaped(struct buf *b, const char *s, size_t n)
+static void put_unescaped(struct sl_strbuf *b, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] != '\\') {
-			putch(b, s[i]);
+			sl_strbuf_addc(b, s[i]);
 		} else if (s[i + 1] == '\\') {
-			putch(b, '\\');
+			sl_strbuf_addc(b, '\\');
 			i++;
 		} else {
-			putch(b, (char)hex_escape(s + i));
+			sl_strbuf_addc(b, (char)hex_escape(s + i));
 			i += 3;
 		}
 	}
@@ -479,7 +441,7 @@ static int parse(const char *s, size_t len, struct desc *d)
  * into nm (NUL-terminated), the type's span into *type and *tlen. Returns 0,
  * SL_ECORRUPT or ENOMEM.
  */
-static int read_column(const char **p, const char *end, struct buf *nm, const char **type,
+static int read_column(const char **p, const char *end, struct sl_strbuf *nm, const char **type,
 		       size_t *tlen)
 {
 	const char *s = *p, *t;
@@ -495,12 +457,12 @@ static int read_column(const char **p, const char *end, struct buf *nm, const ch
 					break;
 				s++; /* a doubled backquote is one */
 			}
-			putch(nm, *s);
+			sl_strbuf_addc(nm, *s);
 		}
 		s++;
 	} else {
 		for (; s < end && is_plain(*s); s++, n++)
-			putch(nm, *s);
+			sl_strbuf_addc(nm, *s);
 	}
 	if (n == 0 || s == end || *s != ' ')
 		return SL_ECORRUPT; /* no name, or no type after it */
@@ -515,7 +477,7 @@ static int read_column(const char **p, const char *end, struct buf *nm, const ch
 			return SL_ECORRUPT;
 		s += 2;
 	}
-	putch(nm, 0);
+	sl_strbuf_addc(nm, 0);
 	if (nm->oom)
 		return ENOMEM;
 	*type = t;
@@ -531,10 +493,10 @@ static int read_column(const char **p, const char *end, struct buf *nm, const ch
  * Returns 0 (name->len is 0 when no type changed), SL_ECORRUPT or ENOMEM.
  */
 static int scan_schema(const struct sl_query_config *q, const char *val, size_t vlen,
-		       struct buf *name, struct buf *was, const char **now)
+		       struct sl_strbuf *name, struct sl_strbuf *was, const char **now)
 {
 	const struct sl_schema *s = &q->source.schema;
-	struct buf u = {0}, nm = {0};
+	struct sl_strbuf u = {0}, nm = {0};
 	const char *p, *type, *t;
 	size_t tlen;
 	int rc = 0;
@@ -558,9 +520,9 @@ static int scan_schema(const struct sl_query_config *q, const char *val, size_t 
 		t = sl_config_type_name(s->cols[i].type);
 		if (strlen(t) == tlen && !memcmp(t, type, tlen))
 			continue;
-		put(name, nm.p, nm.len); /* with its NUL */
-		put(was, type, tlen);
-		putch(was, 0);
+		sl_strbuf_add(name, nm.p, nm.len); /* with its NUL */
+		sl_strbuf_add(was, type, tlen);
+		sl_strbuf_addc(was, 0);
 		*now = t;
 	}
 	if (name->oom || was->oom)
@@ -579,7 +541,7 @@ static const char *shown(const char *val, size_t n) { return n == 0 ? "none" : v
 int sl_compat_check(const struct sl_query_config *q, const char *stored, size_t len, char *err,
 		    size_t errlen)
 {
-	struct buf name = {0}, was_type = {0};
+	struct sl_strbuf name = {0}, was_type = {0};
 	const char *now_type = NULL;
 	struct desc was, now;
 	char *text = NULL;

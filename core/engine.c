@@ -23,7 +23,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +47,7 @@
 #include "log.h"
 #include "ops.h"
 #include "sink.h"
+#include "strbuf.h"
 #include "source.h"
 
 #define ZST_LIMIT (4ull << 30) /* a compressed input may expand to 4 GiB */
@@ -87,62 +87,21 @@ int sl_engine_checkpoint_get(struct sl_txn *t, uint32_t qid, char kind, uint64_t
 	return sl_cat_get(t, SL_TABLE_QLOG, k, sizeof(k), data, len);
 }
 
-/* A growing text buffer; on ENOMEM it stays as it was and err is set. */
-struct text {
-	char *s;
-	size_t len, cap;
-	int err;
-};
-
-static void text_add(struct text *b, const char *s, size_t n)
-{
-	if (b->err)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->s, cap);
-		if (!p) {
-			b->err = ENOMEM;
-			return;
-		}
-		b->s = p;
-		b->cap = cap;
-	}
-	memcpy(b->s + b->len, s, n);
-	b->len += n;
-	b->s[b->len] = 0;
-}
-
-static void text_fmt(struct text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void text_fmt(struct text *b, const char *fmt, ...)
-{
-	char buf[256];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		text_add(b, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
-}
-
 /* A JSON string literal of s (RFC 8259 escapes). */
-static void text_json_string(struct text *b, const char *s)
+static void text_json_string(struct sl_strbuf *b, const char *s)
 {
-	text_add(b, "\"", 1);
+	sl_strbuf_add(b, "\"", 1);
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		if (*p == '"' || *p == '\\') {
 			char e[2] = {'\\', (char)*p};
-			text_add(b, e, 2);
+			sl_strbuf_add(b, e, 2);
 		} else if (*p < 0x20) {
-			text_fmt(b, "\\u%04X", *p);
+			sl_strbuf_addf(b, "\\u%04X", *p);
 		} else {
-			text_add(b, (const char *)p, 1);
+			sl_strbuf_add(b, (const char *)p, 1);
 		}
 	}
-	text_add(b, "\"", 1);
+	sl_strbuf_add(b, "\"", 1);
 }
 
 /* ---- 1. plan ---- */
@@ -485,20 +444,20 @@ static int plan_nodata(struct sl_txn *t, struct plan *p)
 	memcpy(rec, &p->k, 8);
 	memcpy(rec + 8, &p->ts_ms, 8);
 	memcpy(rec + 16, &count, 8);
-	struct text off = {0};
-	text_fmt(&off, "v1\n{\"batchWatermarkMs\":%" PRId64 ",\"batchTimestampMs\":%" PRId64
+	struct sl_strbuf off = {0};
+	sl_strbuf_addf(&off, "v1\n{\"batchWatermarkMs\":%" PRId64 ",\"batchTimestampMs\":%" PRId64
 		       ",\"conf\":{}}\n{\"logOffset\":%" PRIu64 "}",
 		 p->wm_ms, p->ts_ms, p->k);
-	rc = off.err;
+	rc = off.oom ? ENOMEM : 0;
 	if (rc == 0)
 		rc = log_put(t, p->qid, 'b', p->batch, rec, sizeof(rec));
 	if (rc == 0)
-		rc = log_put(t, p->qid, 'o', p->batch, off.s, off.len);
+		rc = log_put(t, p->qid, 'o', p->batch, off.p, off.len);
 	if (rc == 0) {
 		qkey(key, sizeof(key), p->qid, "bwm");
 		rc = sl_cat_meta_put(t, key, (uint64_t)p->wm_ms);
 	}
-	free(off.s);
+	free(off.p);
 	return rc;
 }
 
@@ -577,32 +536,32 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 	memcpy(rec + 8, &p->ts_ms, 8);
 	uint64_t count = p->n;
 	memcpy(rec + 16, &count, 8);
-	struct text off = {0}, src = {0};
-	text_fmt(&off, "v1\n{\"batchWatermarkMs\":%" PRId64 ",\"batchTimestampMs\":%" PRId64
+	struct sl_strbuf off = {0}, src = {0};
+	sl_strbuf_addf(&off, "v1\n{\"batchWatermarkMs\":%" PRId64 ",\"batchTimestampMs\":%" PRId64
 		       ",\"conf\":{}}\n{\"logOffset\":%" PRIu64 "}",
 		 p->wm_ms, p->ts_ms, p->k);
-	text_add(&src, "v1", 2);
+	sl_strbuf_add(&src, "v1", 2);
 	for (size_t i = 0; i < p->n; i++) {
 		struct planned *f = &p->files[i];
 		memcpy(rec + 24 + i * 8, &f->id, 8);
-		text_add(&src, "\n{\"path\":", 9);
+		sl_strbuf_add(&src, "\n{\"path\":", 9);
 		char full[4200];
 		snprintf(full, sizeof(full), "in/%s", f->path);
 		text_json_string(&src, full);
-		text_fmt(&src, ",\"timestamp\":%" PRId64 ",\"batchId\":%" PRIu64 "}", f->landed_ms,
+		sl_strbuf_addf(&src, ",\"timestamp\":%" PRId64 ",\"batchId\":%" PRIu64 "}", f->landed_ms,
 			 p->k);
 		if (f->clock_us > 0 && (uint64_t)f->clock_us > maxts)
 			maxts = (uint64_t)f->clock_us;
 		if ((rc = sl_sources_unindex(t, p->qid, f->seq, f->id, f->size, false)))
 			break;
 	}
-	rc = rc ? rc : off.err ? off.err : src.err;
+	rc = rc ? rc : off.oom || src.oom ? ENOMEM : 0;
 	if (rc == 0)
 		rc = log_put(t, p->qid, 'b', p->batch, rec, 24 + p->n * 8);
 	if (rc == 0)
-		rc = log_put(t, p->qid, 'o', p->batch, off.s, off.len);
+		rc = log_put(t, p->qid, 'o', p->batch, off.p, off.len);
 	if (rc == 0)
-		rc = log_put(t, p->qid, 's', p->k, src.s, src.len);
+		rc = log_put(t, p->qid, 's', p->k, src.p, src.len);
 	if (rc == 0 && p->batch == 0) {
 		char meta[64];
 		int n = snprintf(meta, sizeof(meta), "{\"id\":\"%s\"}", p->uuid);
@@ -626,8 +585,8 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 		rc = sl_cat_meta_put(t, key, (uint64_t)p->wm_ms);
 	}
 	free(rec);
-	free(off.s);
-	free(src.s);
+	free(off.p);
+	free(src.p);
 	return rc;
 }
 

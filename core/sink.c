@@ -14,56 +14,11 @@
 
 #include "codec.h"
 #include "sink.h"
+#include "strbuf.h"
 
 #define NAME_MAX_BYTES 255 /* longest folder name Linux accepts */
 #define DEFAULT_PARTITION "__HIVE_DEFAULT_PARTITION__"
 
-/*
- * A growable byte buffer with a sticky out-of-memory flag, so that a row is
- * formatted without a check per append and the flag is tested once after.
- */
-struct buf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void buf_reserve(struct buf *b, size_t more)
-{
-	size_t cap;
-	char *p;
-
-	if (b->oom || b->cap - b->len >= more)
-		return;
-	cap = b->cap ? b->cap : 256;
-	while (cap - b->len < more) {
-		if (cap > SIZE_MAX / 2) {
-			b->oom = true;
-			return;
-		}
-		cap *= 2;
-	}
-	p = realloc(b->p, cap);
-	if (!p) {
-		b->oom = true;
-		return;
-	}
-	b->p = p;
-	b->cap = cap;
-}
-
-static void put(struct buf *b, const void *s, size_t n)
-{
-	buf_reserve(b, n);
-	if (b->oom || n == 0)
-		return;
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-}
-
-static void putch(struct buf *b, char c) { put(b, &c, 1); }
-
-static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
 
 /*
  * The length of the UTF-8 sequence at s (n > 0 bytes available). *valid
@@ -111,12 +66,12 @@ static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
 static const char hexdigits[] = "0123456789ABCDEF";
 
 /* A JSON string, quotes included, escaped as Jackson does (see sink.h). */
-static void put_json_str(struct buf *b, const char *str, size_t n)
+static void put_json_str(struct sl_strbuf *b, const char *str, size_t n)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t i = 0, run = 0;
 
-	putch(b, '"');
+	sl_strbuf_addc(b, '"');
 	while (i < n) {
 		unsigned char c = s[i];
 		const char *esc = NULL;
@@ -129,14 +84,14 @@ static void put_json_str(struct buf *b, const char *str, size_t n)
 			run++;
 			continue;
 		}
-		put(b, s + i - run, run);
+		sl_strbuf_add(b, s + i - run, run);
 		run = 0;
 		if (c >= 0x80) {
 			k = utf8_seq(s + i, n - i, &valid);
 			if (valid)
-				put(b, s + i, k);
+				sl_strbuf_add(b, s + i, k);
 			else
-				put(b, replacement, 3);
+				sl_strbuf_add(b, replacement, 3);
 			i += k;
 			continue;
 		}
@@ -166,19 +121,19 @@ static void put_json_str(struct buf *b, const char *str, size_t n)
 			memcpy(u, "\\u00", 4);
 			u[4] = hexdigits[c >> 4];
 			u[5] = hexdigits[c & 15];
-			put(b, u, 6);
+			sl_strbuf_add(b, u, 6);
 			break;
 		}
 		if (esc)
-			puts_(b, esc);
+			sl_strbuf_adds(b, esc);
 		i++;
 	}
-	put(b, s + i - run, run);
-	putch(b, '"');
+	sl_strbuf_add(b, s + i - run, run);
+	sl_strbuf_addc(b, '"');
 }
 
 /* Bytes with invalid UTF-8 replaced; for CSV the quotes doubled too. */
-static void put_clean(struct buf *b, const char *str, size_t n, bool double_quotes)
+static void put_clean(struct sl_strbuf *b, const char *str, size_t n, bool double_quotes)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t i = 0, run = 0;
@@ -192,32 +147,32 @@ static void put_clean(struct buf *b, const char *str, size_t n, bool double_quot
 			run++;
 			continue;
 		}
-		put(b, s + i - run, run);
+		sl_strbuf_add(b, s + i - run, run);
 		run = 0;
 		if (s[i] == '"') {
-			put(b, "\"\"", 2);
+			sl_strbuf_add(b, "\"\"", 2);
 			i++;
 			continue;
 		}
 		k = utf8_seq(s + i, n - i, &valid);
-		put(b, valid ? (const char *)s + i : replacement, valid ? k : 3);
+		sl_strbuf_add(b, valid ? (const char *)s + i : replacement, valid ? k : 3);
 		i += k;
 	}
-	put(b, s + i - run, run);
+	sl_strbuf_add(b, s + i - run, run);
 }
 
 /* A CSV field: quoted when it must be (see sink.h). */
-static void put_csv_str(struct buf *b, const char *s, size_t n)
+static void put_csv_str(struct sl_strbuf *b, const char *s, size_t n)
 {
 	bool quote = n == 0 || s[0] == ' ' || s[0] == '\t' || s[n - 1] == ' ' || s[n - 1] == '\t' ||
 		     memchr(s, ',', n) || memchr(s, '"', n) || memchr(s, '\n', n) ||
 		     memchr(s, '\r', n);
 
 	if (quote)
-		putch(b, '"');
+		sl_strbuf_addc(b, '"');
 	put_clean(b, s, n, true);
 	if (quote)
-		putch(b, '"');
+		sl_strbuf_addc(b, '"');
 }
 
 /* Floor division and its non-negative remainder, for dates before 1970. */
@@ -452,7 +407,7 @@ static void fmt_scalar(char *out, enum sl_type t, const union sl_cell *v, bool i
 	}
 }
 
-static void put_json_value(struct buf *b, const struct sl_batch *batch, size_t row, size_t col)
+static void put_json_value(struct sl_strbuf *b, const struct sl_batch *batch, size_t row, size_t col)
 {
 	const struct sl_batch_col *c = &batch->cols[col];
 	const union sl_cell *v = &c->cells[row];
@@ -467,12 +422,12 @@ static void put_json_value(struct buf *b, const struct sl_batch *batch, size_t r
 	}
 	case SL_TYPE_WINDOW:
 		fmt_timestamp(tmp, v->w.start, true);
-		puts_(b, "{\"start\":\"");
-		puts_(b, tmp);
+		sl_strbuf_adds(b, "{\"start\":\"");
+		sl_strbuf_adds(b, tmp);
 		fmt_timestamp(tmp, v->w.end, true);
-		puts_(b, "\",\"end\":\"");
-		puts_(b, tmp);
-		puts_(b, "\"}");
+		sl_strbuf_adds(b, "\",\"end\":\"");
+		sl_strbuf_adds(b, tmp);
+		sl_strbuf_adds(b, "\"}");
 		return;
 	case SL_TYPE_DOUBLE:
 		fmt_double(tmp, v->d);
@@ -485,18 +440,18 @@ static void put_json_value(struct buf *b, const struct sl_batch *batch, size_t r
 	case SL_TYPE_TIMESTAMP:
 	case SL_TYPE_DATE:
 		fmt_scalar(tmp, c->type, v, true);
-		putch(b, '"');
-		puts_(b, tmp);
-		putch(b, '"');
+		sl_strbuf_addc(b, '"');
+		sl_strbuf_adds(b, tmp);
+		sl_strbuf_addc(b, '"');
 		return;
 	default:
 		fmt_scalar(tmp, c->type, v, true);
 		break;
 	}
-	puts_(b, tmp);
+	sl_strbuf_adds(b, tmp);
 }
 
-static void put_csv_value(struct buf *b, const struct sl_batch *batch, size_t row, size_t col)
+static void put_csv_value(struct sl_strbuf *b, const struct sl_batch *batch, size_t row, size_t col)
 {
 	const struct sl_batch_col *c = &batch->cols[col];
 	char tmp[48];
@@ -508,11 +463,11 @@ static void put_csv_value(struct buf *b, const struct sl_batch *batch, size_t ro
 		return;
 	}
 	fmt_scalar(tmp, c->type, &c->cells[row], true);
-	puts_(b, tmp);
+	sl_strbuf_adds(b, tmp);
 }
 
 /* Appends escapePathName(s) (see sink.h), invalid UTF-8 replaced. */
-static void put_path_escaped(struct buf *b, const char *str, size_t n)
+static void put_path_escaped(struct sl_strbuf *b, const char *str, size_t n)
 {
 	static const char special[] = "\"#%'*/:=?\\{[]^";
 	const unsigned char *s = (const unsigned char *)str;
@@ -522,22 +477,22 @@ static void put_path_escaped(struct buf *b, const char *str, size_t n)
 
 		if (c < 0x20 || c == 0x7F || (c && strchr(special, c))) {
 			char e[3] = {'%', hexdigits[c >> 4], hexdigits[c & 15]};
-			put(b, e, 3);
+			sl_strbuf_add(b, e, 3);
 			i++;
 		} else if (c < 0x80) {
-			putch(b, (char)c);
+			sl_strbuf_addc(b, (char)c);
 			i++;
 		} else {
 			bool valid;
 			size_t k = utf8_seq(s + i, n - i, &valid);
-			put(b, valid ? (const char *)s + i : replacement, valid ? k : 3);
+			sl_strbuf_add(b, valid ? (const char *)s + i : replacement, valid ? k : 3);
 			i += k;
 		}
 	}
 }
 
 /* Appends the row's partition folder ("k=v/k2=v2") to b. ENAMETOOLONG or 0. */
-static int put_dir(struct buf *b, const struct sl_query_config *q, const struct sl_batch *batch,
+static int put_dir(struct sl_strbuf *b, const struct sl_query_config *q, const struct sl_batch *batch,
 		   size_t row)
 {
 	for (size_t i = 0; i < q->npartition_by; i++) {
@@ -546,16 +501,16 @@ static int put_dir(struct buf *b, const struct sl_query_config *q, const struct 
 		char tmp[48];
 
 		if (i)
-			putch(b, '/');
+			sl_strbuf_addc(b, '/');
 		start = b->len;
 		put_path_escaped(b, name, strlen(name));
-		putch(b, '=');
+		sl_strbuf_addc(b, '=');
 		if (sl_batch_is_null(batch, row, col)) {
-			puts_(b, DEFAULT_PARTITION);
+			sl_strbuf_adds(b, DEFAULT_PARTITION);
 		} else if (batch->cols[col].type == SL_TYPE_STRING) {
 			const char *s = sl_batch_str(batch, row, col, &n);
 			if (n == 0)
-				puts_(b, DEFAULT_PARTITION);
+				sl_strbuf_adds(b, DEFAULT_PARTITION);
 			else
 				put_path_escaped(b, s, n);
 		} else {
@@ -572,7 +527,7 @@ struct group {
 	char *dir;	/* NUL-terminated folder */
 	size_t dirlen;	/* strlen(dir) */
 	uint64_t hash;	/* of dir */
-	struct buf out; /* formatted rows */
+	struct sl_strbuf out; /* formatted rows */
 	size_t rows;	/* rows in out */
 };
 
@@ -669,11 +624,11 @@ static int groups_find(struct groups *gs, const struct sl_query_config *q, const
 			if (part)
 				continue;
 			if (!first)
-				putch(&g->out, ',');
+				sl_strbuf_addc(&g->out, ',');
 			first = false;
 			put_csv_str(&g->out, q->out.cols[c].name, strlen(q->out.cols[c].name));
 		}
-		putch(&g->out, '\n');
+		sl_strbuf_addc(&g->out, '\n');
 	}
 	for (j = h & (gs->nslots - 1); gs->slots[j]; j = (j + 1) & (gs->nslots - 1))
 		;
@@ -682,13 +637,13 @@ static int groups_find(struct groups *gs, const struct sl_query_config *q, const
 	return 0;
 }
 
-static void put_row(struct buf *b, const struct sl_query_config *q, const struct sl_batch *batch,
+static void put_row(struct sl_strbuf *b, const struct sl_query_config *q, const struct sl_batch *batch,
 		    const bool *skip, size_t row)
 {
 	bool csv = q->sink_format == SL_SINK_CSV, first = true;
 
 	if (!csv)
-		putch(b, '{');
+		sl_strbuf_addc(b, '{');
 	for (size_t c = 0; c < batch->schema->n; c++) {
 		bool null;
 
@@ -697,15 +652,15 @@ static void put_row(struct buf *b, const struct sl_query_config *q, const struct
 		null = sl_batch_is_null(batch, row, c);
 		if (csv) {
 			if (!first)
-				putch(b, ',');
+				sl_strbuf_addc(b, ',');
 			if (!null)
 				put_csv_value(b, batch, row, c);
 		} else if (!null) {
 			const char *name = q->out.cols[c].name;
 			if (!first)
-				putch(b, ',');
+				sl_strbuf_addc(b, ',');
 			put_json_str(b, name, strlen(name));
-			putch(b, ':');
+			sl_strbuf_addc(b, ':');
 			put_json_value(b, batch, row, c);
 		} else {
 			continue; /* omitted: does not count as a first field */
@@ -713,8 +668,8 @@ static void put_row(struct buf *b, const struct sl_query_config *q, const struct
 		first = false;
 	}
 	if (!csv)
-		putch(b, '}');
-	putch(b, '\n');
+		sl_strbuf_addc(b, '}');
+	sl_strbuf_addc(b, '\n');
 }
 
 /* b's columns must be q->out's, and CSV has no struct column. */
@@ -776,7 +731,7 @@ int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
 		   struct sl_part **parts, size_t *nparts)
 {
 	struct groups gs = {0};
-	struct buf dir = {0};
+	struct sl_strbuf dir = {0};
 	struct sl_part *p = NULL;
 	bool *skip;
 	int rc;
@@ -799,7 +754,7 @@ int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
 		dir.len = 0;
 		if ((rc = put_dir(&dir, q, b, row)))
 			goto groups_release;
-		putch(&dir, 0); /* room for a NUL, and never a NULL pointer */
+		sl_strbuf_addc(&dir, 0); /* room for a NUL, and never a NULL pointer */
 		if (dir.oom) {
 			rc = ENOMEM;
 			goto groups_release;
