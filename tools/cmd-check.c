@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* sluice check: verifies that the catalog and the blobs agree. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -29,28 +28,17 @@ static void print_problem(void *ctx, const char *line)
 
 int cmd_check(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
-						 {NULL, 0, NULL, 0}};
 	struct sl_check_report r;
 	struct session ss;
-	int c, rc;
+	int rc;
 
 	use_stderr_log();
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (c == 'h') {
-			usage(stdout);
-			return SL_EXIT_OK;
-		}
-		usage(stderr);
-		return SL_EXIT_USAGE;
-	}
-	if (argc - optind != 1) {
-		die_msg("check", "expected DATA_DIR (see 'sluice check --help')");
-		return SL_EXIT_USAGE;
-	}
-	if ((rc = session_open("check", argv[optind], &ss)))
+	const char *datadir;
+	if ((rc = datadir_arg("check", argc, argv, usage, &datadir)) >= 0)
 		return rc;
-	rc = sl_check(ss.l, argv[optind], print_problem, NULL, &r);
+	if ((rc = session_open("check", datadir, &ss)))
+		return rc;
+	rc = sl_check(ss.l, datadir, print_problem, NULL, &r);
 	session_close(&ss);
 	if (rc) {
 		die_msg("check", "cannot read the catalog: %s", sl_strerror(rc));

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* sluice status: read-only counters; takes no lock, works while mounted. */
-#include <getopt.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -69,8 +68,6 @@ static int print_query(struct sl_txn *t, const struct sl_query_config *q)
 
 int cmd_status(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
-						 {NULL, 0, NULL, 0}};
 	uint64_t files = 0, bytes = 0, in_flight = 0;
 	struct sl_datadir *d = NULL;
 	struct sl_config *cfg = NULL;
@@ -79,36 +76,27 @@ int cmd_status(int argc, char **argv)
 	struct refused r = {0};
 	const char *what;
 	char path[4096];
-	int c, rc;
+	int rc;
 
 	use_stderr_log();
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (c == 'h') {
-			usage(stdout);
-			return SL_EXIT_OK;
-		}
-		usage(stderr);
-		return SL_EXIT_USAGE;
-	}
-	if (argc - optind != 1) {
-		die_msg("status", "expected DATA_DIR (see 'sluice status --help')");
-		return SL_EXIT_USAGE;
-	}
-	rc = sl_datadir_open(argv[optind], 0, &d, &what);
+	const char *datadir;
+	if ((rc = datadir_arg("status", argc, argv, usage, &datadir)) >= 0)
+		return rc;
+	rc = sl_datadir_open(datadir, 0, &d, &what);
 	bool fresh = rc == SL_NOTFOUND; /* a new data dir: nothing landed yet */
 	if (fresh)
 		rc = 0;
 	if (rc == SL_ENOTSLUICE) {
-		die_msg("status", "'%s' is not a sluice data dir (it holds '%s')", argv[optind],
+		die_msg("status", "'%s' is not a sluice data dir (it holds '%s')", datadir,
 			what ? what : "?");
 		return SL_EXIT_DATADIR;
 	}
 	if (rc) {
-		die_msg("status", "cannot open data dir '%s': %s", argv[optind], sl_strerror(rc));
+		die_msg("status", "cannot open data dir '%s': %s", datadir, sl_strerror(rc));
 		return SL_EXIT_FAILURE;
 	}
 	char err[512];
-	rc = sl_config_load(argv[optind], &cfg, err, sizeof(err));
+	rc = sl_config_load(datadir, &cfg, err, sizeof(err));
 	if (rc) {
 		die_msg("status", "invalid config: %s", rc == SL_ECONFIG ? err : sl_strerror(rc));
 		sl_datadir_close(d);
@@ -121,10 +109,10 @@ int cmd_status(int argc, char **argv)
 		sl_config_free(cfg);
 		return SL_EXIT_OK;
 	}
-	snprintf(path, sizeof(path), "%s/catalog", argv[optind]);
+	snprintf(path, sizeof(path), "%s/catalog", datadir);
 	rc = sl_catalog_open(path, SL_CATALOG_RDONLY, &cat);
 	if (rc) {
-		die_msg("status", "cannot open catalog of '%s': %s", argv[optind], sl_strerror(rc));
+		die_msg("status", "cannot open catalog of '%s': %s", datadir, sl_strerror(rc));
 		sl_config_free(cfg);
 		sl_datadir_close(d);
 		return rc == SL_ECORRUPT || rc == SL_EVERSION ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
@@ -133,7 +121,7 @@ int cmd_status(int argc, char **argv)
 	if (rc == 0) {
 		sl_cat_meta_get(t, "files_landed", &files);
 		sl_cat_meta_get(t, "bytes_landed", &bytes);
-		sl_land_shared_in_flight(argv[optind], &in_flight);
+		sl_land_shared_in_flight(datadir, &in_flight);
 		printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64
 		       " refused=",
 		       files, bytes, in_flight);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Helpers shared by the subcommands. */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +79,29 @@ int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_da
 	else
 		sl_config_free(cfg);
 	return 0;
+}
+
+int datadir_arg(const char *cmd, int argc, char **argv, void (*usage)(FILE *f),
+		const char **datadir)
+{
+	static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+						 {NULL, 0, NULL, 0}};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return SL_EXIT_OK;
+		}
+		usage(stderr);
+		return SL_EXIT_USAGE;
+	}
+	if (argc - optind != 1) {
+		die_msg(cmd, "expected DATA_DIR (see 'sluice %s --help')", cmd);
+		return SL_EXIT_USAGE;
+	}
+	*datadir = argv[optind];
+	return -1;
 }
 
 int session_open(const char *cmd, const char *path, struct session *s)

@@ -26,6 +26,13 @@ int cmd_status(int argc, char **argv);
 /* Prints "sluice: <cmd>: <message>" on stderr. */
 void die_msg(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/*
+ * The arguments of a command that takes only --help and DATA_DIR: -1 with
+ * *datadir set, or the exit code to return (0 after --help, misuse).
+ */
+int datadir_arg(const char *cmd, int argc, char **argv, void (*usage)(FILE *f),
+		const char **datadir);
+
 struct sl_config;
 
 /*
