@@ -407,6 +407,32 @@ void sl_txn_end(struct sl_txn *t)
 	free(t);
 }
 
+static void grow_map(struct sl_catalog *cat);
+
+void sl_catalog_make_room(struct sl_catalog *cat, size_t bytes)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+
+	if (mdb_env_stat(cat->env, &st))
+		return;
+	for (;;) {
+		pthread_rwlock_rdlock(&cat->map_lock);
+		mdb_env_info(cat->env, &info);
+		size_t mapsize = cat->mapsize;
+		pthread_rwlock_unlock(&cat->map_lock);
+		size_t used = ((size_t)info.me_last_pgno + 1) * st.ms_psize;
+		if (used <= mapsize && mapsize - used >= bytes)
+			return;
+		grow_map(cat);
+		pthread_rwlock_rdlock(&cat->map_lock);
+		bool grew = cat->mapsize != mapsize;
+		pthread_rwlock_unlock(&cat->map_lock);
+		if (!grew)
+			return; /* the commit will say why */
+	}
+}
+
 static void grow_map(struct sl_catalog *cat)
 {
 	pthread_rwlock_wrlock(&cat->map_lock);

@@ -94,6 +94,15 @@ typedef void (*sl_done_fn)(void *arg, int rc);
 int sl_catalog_write(struct sl_catalog *cat, sl_apply_fn fn, void *arg);
 
 /*
+ * Grows the map, before a big write, until bytes more fit in it. A commit
+ * that fills the map is otherwise run twice (LMDB reports MAP_FULL at the
+ * put that does not fit, and the group re-runs in the grown map). Best
+ * effort: a map that cannot grow is the commit's error to report. The
+ * caller holds no transaction.
+ */
+void sl_catalog_make_room(struct sl_catalog *cat, size_t bytes);
+
+/*
  * sl_catalog_write() for a deletion: when the disk is full, the reserve
  * file is released to let it commit (DESIGN §2). Other writes fail with
  * ENOSPC, so that the reserve is there for deletions.

@@ -1346,6 +1346,22 @@ static int unlink_act(void *ctx, const uint64_t *ids, size_t n)
 	return 0;
 }
 
+/*
+ * Bytes the batch's state changes may need in the catalog: each written row
+ * at the state's mean size plus LMDB's cost per entry, twice over (pages
+ * copied on write stay in the map until the commit).
+ */
+static size_t state_room(const struct sl_ops_result *res)
+{
+	size_t need = 0;
+	for (size_t i = 0; i < res->nm; i++) {
+		const struct sl_op_metrics *m = &res->m[i];
+		uint64_t mean = m->rows_total ? m->bytes / m->rows_total : 0;
+		need += (size_t)(m->rows_updated * (mean + 16));
+	}
+	return 2 * need;
+}
+
 /* Unlinks the blobs of replaced complete-mode parts ('g' intents), oldest first. */
 static int gc_pending(struct sl_land *l, uint32_t qid)
 {
@@ -1421,6 +1437,8 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 			   .next_wm = ops ? res.next_wm_ms : p->wm_ms,
 			   .replace = p->q->output_mode == SL_OUTPUT_COMPLETE};
 	if (rc == 0) {
+		if (ops)
+			sl_catalog_make_room(cat, state_room(&res) + (1 << 20));
 		rc = sl_catalog_next_id(cat, &c.outdir_id);
 		SL_FAULT("engine.before_commit");
 		if (rc == 0)

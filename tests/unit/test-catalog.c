@@ -209,6 +209,47 @@ static void test_map_grows(void)
 	CHECK(stat(path, &st) == 0 && st.st_size > (64 << 20));
 }
 
+/* Puts 96 one-MiB values in one transaction, counting its runs. */
+static int put_many(struct sl_txn *t, void *arg)
+{
+	int *runs = arg;
+	static char blob[1 << 20];
+	int rc = 0;
+
+	++*runs;
+	for (uint64_t id = 1; id <= 96 && rc == 0; id++)
+		rc = sl_cat_data_put(t, id, blob, sizeof(blob));
+	return rc;
+}
+
+/*
+ * A commit bigger than the map runs twice (LMDB's MAP_FULL at the put that
+ * does not fit, then the group again in a grown map); made room for, once.
+ */
+static void test_make_room(void)
+{
+	char dir[300];
+	struct sl_catalog *cat = open_new(dir, sizeof(dir));
+	int runs = 0;
+
+	CHECK(cat);
+	CHECK_OK(sl_catalog_write(cat, put_many, &runs));
+	CHECK(runs == 2); /* 96 MiB did not fit the 64 MiB map */
+	sl_catalog_close(cat);
+
+	cat = open_new(dir, sizeof(dir));
+	CHECK(cat);
+	runs = 0;
+	sl_catalog_make_room(cat, 2 * (96u << 20));
+	CHECK_OK(sl_catalog_write(cat, put_many, &runs));
+	CHECK(runs == 1);
+	sl_catalog_make_room(cat, 1 << 20); /* room enough already: nothing to do */
+	runs = 0;
+	CHECK_OK(sl_catalog_write(cat, put_many, &runs)); /* replaces them: fits */
+	CHECK(runs == 1);
+	sl_catalog_close(cat);
+}
+
 /* An asynchronous request: its apply gets the struct, its done records rc. */
 struct areq {
 	atomic_int done;
@@ -322,6 +363,7 @@ int main(void)
 	test(test_dirent_order_and_scope);
 	test(test_group_commit);
 	test(test_map_grows);
+	test(test_make_room);
 	test(test_failed_write_spares_the_group);
 	test(test_ids_survive_reopen);
 	test(test_readonly_refuses_writes);
