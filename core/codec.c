@@ -216,3 +216,76 @@ fail:
 	sl_codec_stream_free(s);
 	return rc;
 }
+
+struct sl_codec_writer {
+	ZSTD_CCtx *cctx;
+	char *buf; /* the last call's compressed bytes */
+	size_t cap;
+};
+
+int sl_codec_writer_new(int level, struct sl_codec_writer **out)
+{
+	struct sl_codec_writer *w;
+	size_t r;
+
+	if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel())
+		return EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return ENOMEM;
+	w->cctx = ZSTD_createCCtx();
+	if (!w->cctx) {
+		free(w);
+		return ENOMEM;
+	}
+	r = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, level);
+	if (!ZSTD_isError(r))
+		r = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);
+	if (ZSTD_isError(r)) {
+		sl_codec_writer_free(w);
+		return zerr(r);
+	}
+	*out = w;
+	return 0;
+}
+
+void sl_codec_writer_free(struct sl_codec_writer *w)
+{
+	if (!w)
+		return;
+	ZSTD_freeCCtx(w->cctx);
+	free(w->buf);
+	free(w);
+}
+
+int sl_codec_writer_put(struct sl_codec_writer *w, const void *src, size_t len, bool end,
+			const void **out, size_t *outlen)
+{
+	ZSTD_inBuffer in = {src, len, 0};
+	ZSTD_outBuffer o = {w->buf, w->cap, 0};
+	size_t bound = ZSTD_compressBound(len);
+
+	if (ZSTD_isError(bound))
+		return EFBIG;
+	for (;;) {
+		/* room for all of it at once, as zstd's bound, plus a block it may hold */
+		if (o.size - o.pos < bound + ZSTD_CStreamOutSize()) {
+			size_t cap = o.pos + bound + ZSTD_CStreamOutSize();
+			char *p = realloc(w->buf, cap);
+			if (!p)
+				return ENOMEM;
+			w->buf = p;
+			w->cap = cap;
+			o.dst = p;
+			o.size = cap;
+		}
+		size_t left = ZSTD_compressStream2(w->cctx, &o, &in, end ? ZSTD_e_end : ZSTD_e_continue);
+		if (ZSTD_isError(left))
+			return zerr(left);
+		if (in.pos == in.size && (!end || left == 0))
+			break;
+	}
+	*out = w->buf;
+	*outlen = o.pos;
+	return 0;
+}

@@ -8,6 +8,7 @@
 #ifndef SLUICE_CORE_CODEC_H
 #define SLUICE_CORE_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define SL_CODEC_LEVEL_DEFAULT 3 /* zstd's own default level */
@@ -18,8 +19,7 @@
  * range, negative levels included; SL_CODEC_LEVEL_DEFAULT when unsure).
  * Returns 0 with *out new (free(3) it) holding *outlen bytes; EINVAL for a
  * level zstd refuses; EFBIG when len is beyond what zstd can bound; ENOMEM.
- * On failure *out and *outlen are untouched. Whole buffers only: the sink
- * formats each part in memory, so there is no streaming compressor.
+ * On failure *out and *outlen are untouched.
  */
 int sl_codec_compress(const void *src, size_t len, int level, void **out, size_t *outlen);
 
@@ -79,5 +79,28 @@ int sl_codec_stream_read(struct sl_codec_stream *s, struct sl_codec_in *in,
  * SL_ECORRUPT (truncated or empty input), or the error the stream holds.
  */
 int sl_codec_stream_end(const struct sl_codec_stream *s);
+
+/*
+ * Streaming compression, for a part written a slice at a time: the slices
+ * given in order become one zstd frame with a checksum, as
+ * sl_codec_compress() makes of their concatenation, except that the frame
+ * header records no content size (the total is not known up front).
+ */
+struct sl_codec_writer;
+
+/* A new compressor at level. 0, EINVAL (a level zstd refuses) or ENOMEM. */
+int sl_codec_writer_new(int level, struct sl_codec_writer **out);
+/* Frees a compressor. Accepts NULL. */
+void sl_codec_writer_free(struct sl_codec_writer *w);
+
+/*
+ * Compresses the len bytes at src, the frame's last when end is true (len
+ * may be 0). *out and *outlen get the compressed bytes made by this call
+ * (maybe none until the end), owned by w until its next call. Returns 0,
+ * EFBIG (beyond what zstd can bound) or ENOMEM; after an error w is only
+ * good for freeing.
+ */
+int sl_codec_writer_put(struct sl_codec_writer *w, const void *src, size_t len, bool end,
+			const void **out, size_t *outlen);
 
 #endif

@@ -577,6 +577,25 @@ static void groups_release(struct groups *gs)
 	free(gs->slots);
 }
 
+/* A CSV part's first line: the names of the columns that are not partition columns. */
+static void put_header(struct sl_strbuf *b, const struct sl_query_config *q)
+{
+	bool first = true;
+
+	for (size_t c = 0; c < q->out.n; c++) {
+		bool part = false;
+		for (size_t i = 0; i < q->npartition_by; i++)
+			part |= q->partition_by[i] == c;
+		if (part)
+			continue;
+		if (!first)
+			sl_strbuf_addc(b, ',');
+		first = false;
+		put_csv_str(b, q->out.cols[c].name, strlen(q->out.cols[c].name));
+	}
+	sl_strbuf_addc(b, '\n');
+}
+
 /* The group of folder dir, added (its CSV header written) when new. */
 static int groups_find(struct groups *gs, const struct sl_query_config *q, const char *dir,
 		       size_t len, struct group **out)
@@ -614,22 +633,8 @@ static int groups_find(struct groups *gs, const struct sl_query_config *q, const
 	g->dir[len] = 0;
 	g->dirlen = len;
 	g->hash = h;
-	if (q->sink_format == SL_SINK_CSV) {
-		bool first = true;
-
-		for (size_t c = 0; c < q->out.n; c++) {
-			bool part = false;
-			for (size_t i = 0; i < q->npartition_by; i++)
-				part |= q->partition_by[i] == c;
-			if (part)
-				continue;
-			if (!first)
-				sl_strbuf_addc(&g->out, ',');
-			first = false;
-			put_csv_str(&g->out, q->out.cols[c].name, strlen(q->out.cols[c].name));
-		}
-		sl_strbuf_addc(&g->out, '\n');
-	}
+	if (q->sink_format == SL_SINK_CSV)
+		put_header(&g->out, q);
 	for (j = h & (gs->nslots - 1); gs->slots[j]; j = (j + 1) & (gs->nslots - 1))
 		;
 	gs->slots[j] = ++gs->n;
@@ -637,6 +642,7 @@ static int groups_find(struct groups *gs, const struct sl_query_config *q, const
 	return 0;
 }
 
+/* Appends one row's line; skip (NULL: none) marks the columns left out. */
 static void put_row(struct sl_strbuf *b, const struct sl_query_config *q, const struct sl_batch *batch,
 		    const bool *skip, size_t row)
 {
@@ -647,8 +653,8 @@ static void put_row(struct sl_strbuf *b, const struct sl_query_config *q, const 
 	for (size_t c = 0; c < batch->schema->n; c++) {
 		bool null;
 
-		if (skip[c])
-			continue;
+		if (skip && skip[c])
+			continue; /* a partition column: its value is in the folder name */
 		null = sl_batch_is_null(batch, row, c);
 		if (csv) {
 			if (!first)
@@ -779,6 +785,22 @@ groups_release:
 	free(dir.p);
 	free(skip);
 	return rc;
+}
+
+int sl_sink_format_rows(const struct sl_query_config *q, const struct sl_batch *b, size_t from,
+			size_t to, bool header, struct sl_strbuf *out)
+{
+	int rc;
+
+	if ((rc = check_shape(q, b)))
+		return rc;
+	if (q->npartition_by || from > to || to > b->nrows)
+		return EINVAL;
+	if (header && q->sink_format == SL_SINK_CSV)
+		put_header(out, q);
+	for (size_t row = from; row < to && !out->oom; row++)
+		put_row(out, q, b, NULL, row);
+	return out->oom ? ENOMEM : 0;
 }
 
 void sl_sink_parts_free(struct sl_part *parts, size_t n)

@@ -8,11 +8,13 @@
 #ifndef SLUICE_CORE_SINK_H
 #define SLUICE_CORE_SINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "batch.h"
 #include "config.h"
+#include "strbuf.h"
 
 #define SL_SINK_ZSTD_LEVEL 3 /* zstd level of compressed parts */
 
@@ -79,6 +81,17 @@ struct sl_part {
  */
 int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
 		   struct sl_part **parts, size_t *nparts);
+
+/*
+ * For a query without partitionBy, whose output is one part: appends to out
+ * the lines of rows [from, to) of b as sl_sink_format() writes them, after
+ * the CSV header when header is true, never compressed. Slices formatted in
+ * order and joined are the part's bytes, so a big part can be written a
+ * slice at a time. Returns 0, EINVAL (as sl_sink_format(), or partitionBy,
+ * or a range beyond b) or ENOMEM (out then holds a prefix).
+ */
+int sl_sink_format_rows(const struct sl_query_config *q, const struct sl_batch *b, size_t from,
+			size_t to, bool header, struct sl_strbuf *out);
 
 /* Frees n parts returned by sl_sink_format. Accepts NULL. */
 void sl_sink_parts_free(struct sl_part *parts, size_t n);

@@ -353,6 +353,71 @@ static void test_stream_pieces(void)
 	free(got);
 }
 
+/*
+ * The streaming compressor: slices of any size, empty ones included, make
+ * one frame (with a checksum, the zstd CLI says) that restores their
+ * concatenation; a refused level is EINVAL.
+ */
+static void test_writer_slices(void)
+{
+	static const size_t slices[] = {1, 1000, 65536, 1 << 20, 5 << 20};
+	size_t total = 5 << 20;
+	unsigned char *src = malloc(total);
+	struct sl_codec_writer *w;
+
+	CHECK(src);
+	fill(src, total, 11);
+	for (size_t k = 0; k < sizeof(slices) / sizeof(slices[0]); k++) {
+		size_t n = k == 0 ? 4000 : total; /* 4000 one-byte slices */
+		unsigned char *z = NULL;
+		size_t zlen = 0;
+		CHECK_OK(sl_codec_writer_new(SL_CODEC_LEVEL_DEFAULT, &w));
+		for (size_t from = 0; from < n; from += slices[k]) {
+			size_t len = from + slices[k] < n ? slices[k] : n - from;
+			bool end = from + len == n;
+			const void *out;
+			size_t outlen;
+			bool apart = k % 2 == 0; /* the end with the last bytes, or alone */
+			CHECK_OK(sl_codec_writer_put(w, src + from, len, end && !apart, &out, &outlen));
+			if (end && apart) {
+				z = realloc(z, zlen + outlen + 1);
+				memcpy(z + zlen, out, outlen);
+				zlen += outlen;
+				CHECK_OK(sl_codec_writer_put(w, "", 0, true, &out, &outlen));
+			}
+			z = realloc(z, zlen + outlen + 1);
+			CHECK(z);
+			memcpy(z + zlen, out, outlen);
+			zlen += outlen;
+		}
+		sl_codec_writer_free(w);
+		void *d;
+		size_t dlen;
+		CHECK_OK(sl_codec_decompress(z, zlen, n, &d, &dlen));
+		CHECK(dlen == n && !memcmp(d, src, n));
+		free(d);
+		if (k == 3 && have_zstd_cli()) {
+			char zpath[256], lpath[256], cmd[600];
+			const char *dir = test_dir();
+			snprintf(zpath, sizeof(zpath), "%s/w.zst", dir);
+			snprintf(lpath, sizeof(lpath), "%s/list", dir);
+			CHECK_OK(write_file(zpath, z, zlen));
+			snprintf(cmd, sizeof(cmd), "zstd -lv '%s' > '%s' 2>&1", zpath, lpath);
+			CHECK(system(cmd) == 0);
+			size_t llen;
+			char *list = read_file(lpath, &llen);
+			CHECK(list);
+			list[llen] = 0;
+			CHECK(strstr(list, "Zstandard Frames: 1\n") && strstr(list, "Check: XXH64"));
+			free(list);
+		}
+		free(z);
+	}
+	CHECK(sl_codec_writer_new(1000, &w) == EINVAL);
+	sl_codec_writer_free(NULL);
+	free(src);
+}
+
 int main(void)
 {
 	test(test_round_trip);
@@ -362,5 +427,6 @@ int main(void)
 	test(test_bomb_limit);
 	test(test_corrupt);
 	test(test_stream_pieces);
+	test(test_writer_slices);
 	return test_exit();
 }

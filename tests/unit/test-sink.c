@@ -771,6 +771,59 @@ static void test_many_partitions(void)
 	sl_batch_release(&b);
 }
 
+/*
+ * A part formatted in slices (sl_sink_format_rows) is byte for byte the
+ * part sl_sink_format makes: JSON and CSV (its header once), nulls, odd
+ * slice sizes; a query with partitionBy or a range beyond the rows is refused.
+ */
+static void test_format_rows_slices(void)
+{
+	struct sl_column cols[3] = {{.name = (char *)"id", .type = SL_TYPE_BIGINT},
+				    {.name = (char *)"msg", .type = SL_TYPE_STRING},
+				    {.name = (char *)"v", .type = SL_TYPE_DOUBLE}};
+	struct sl_query_config q = {.name = (char *)"q", .out = {cols, 3}};
+	struct sl_part *whole;
+	size_t nwhole, row;
+	struct sl_batch b;
+	char line[64];
+
+	CHECK_OK(sl_batch_init(&b, &q.out));
+	for (int i = 0; i < 1000; i++) {
+		CHECK_OK(sl_batch_add_row(&b, &row));
+		sl_batch_set_int(&b, row, 0, i);
+		int n = snprintf(line, sizeof(line), "m, \"%d\"", i);
+		if (i % 7)
+			CHECK_OK(sl_batch_set_str(&b, row, 1, line, (size_t)n));
+		sl_batch_set_double(&b, row, 2, i / 3.0);
+	}
+	static const size_t slices[] = {1, 7, 333, 1000, 5000};
+	for (int fmt = 0; fmt < 2; fmt++) {
+		q.sink_format = fmt ? SL_SINK_CSV : SL_SINK_JSON;
+		CHECK_OK(sl_sink_format(&q, &b, &whole, &nwhole));
+		CHECK(nwhole == 1);
+		for (size_t k = 0; k < sizeof(slices) / sizeof(slices[0]); k++) {
+			struct sl_strbuf out = {0};
+			for (size_t from = 0; from < b.nrows; from += slices[k]) {
+				size_t to = from + slices[k] < b.nrows ? from + slices[k] : b.nrows;
+				CHECK_OK(sl_sink_format_rows(&q, &b, from, to, from == 0, &out));
+			}
+			CHECK(out.len == whole[0].len && !memcmp(out.p, whole[0].data, out.len));
+			sl_strbuf_release(&out);
+		}
+		sl_sink_parts_free(whole, nwhole);
+	}
+	struct sl_strbuf out = {0};
+	CHECK(sl_sink_format_rows(&q, &b, 10, 1001, false, &out) == EINVAL);
+	CHECK(sl_sink_format_rows(&q, &b, 20, 10, false, &out) == EINVAL);
+	size_t pb = 0;
+	q.partition_by = &pb;
+	q.npartition_by = 1;
+	CHECK(sl_sink_format_rows(&q, &b, 0, 10, true, &out) == EINVAL);
+	CHECK(out.len == 0);
+	sl_strbuf_release(&out);
+	sl_batch_release(&b);
+}
+
 int main(void)
 {
 	if (find_data_dir("sink")) {
@@ -784,5 +837,6 @@ int main(void)
 	test(test_zstd_parts);
 	test(test_no_trace);
 	test(test_many_partitions);
+	test(test_format_rows_slices);
 	return test_exit();
 }
