@@ -49,6 +49,7 @@
 #include "sink.h"
 #include "strbuf.h"
 #include "source.h"
+#include "stage.h"
 
 #define ZST_LIMIT (4ull << 30) /* a compressed input may expand to 4 GiB */
 
@@ -834,16 +835,6 @@ static int decode_all(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 
 /* ---- 3. commit ---- */
 
-struct out_part {
-	char dir[4096];       /* "" or "k=v/k2=v2" */
-	char name[64];        /* part-NNNNN-NNNNN.ext */
-	uint64_t id;          /* the part's id */
-	uint64_t dir_ids[32]; /* ids for folders to create, one per dir component */
-	size_t ndirs;
-	const void *data;     /* inline bytes (<= SL_INLINE_MAX), or NULL for a blob */
-	size_t len;
-};
-
 /* An entry of out/<query>/ a complete-mode batch replaces. */
 struct gone {
 	uint64_t parent, id;
@@ -859,15 +850,28 @@ struct commit {
 	struct gone *gone;
 	size_t ngone, capgone;
 	uint64_t rows;        /* the batch's input rows, for `sluice status` */
-	const char *progress; /* the batch's progress report (JSON, one line) */
+	const struct report *report; /* what the progress report is made of */
+	char *progress;       /* the batch's progress report (JSON, one line), or NULL */
 	size_t progress_len;
 	const struct sl_query_config *q;
 	const struct plan *p;
-	struct out_part *parts;
-	size_t nparts;
+	struct sl_stage *stage; /* the parts: waited for before they are named */
 	uint64_t outdir_id;   /* for out/<query> when it does not exist yet */
 	int64_t now;
 };
+
+/* What a progress report is made of, besides the batch's plan and outcome. */
+struct report {
+	const struct plan *p;
+	const struct sl_decode_stats *st;
+	const struct sl_ops_result *ops; /* NULL for a stateless query */
+	int64_t t0, t1;                  /* trigger start, end of planning and offsets */
+	char id[40];                     /* checkpoint/<q>/metadata's query id */
+	struct sl_backlog bl;
+};
+
+static void progress_report(const struct report *r, int64_t t2, uint64_t out_rows, char **out,
+			    size_t *len);
 
 static int ensure_dir(struct sl_txn *t, uint64_t parent, const char *name, uint64_t new_id,
 		      int64_t now, uint64_t *id)
@@ -973,12 +977,18 @@ static int commit_apply(struct sl_txn *t, void *arg)
 	uint64_t outdir;
 	int rc;
 
+	/* the state first: its puts overlap the stage writing the parts */
+	if (c->ops && (rc = sl_ops_apply(c->ops, t)))
+		return rc;
+	if ((rc = sl_stage_wait(c->stage)))
+		return rc;
 	if ((rc = ensure_dir(t, SL_ID_OUT, c->q->name, c->outdir_id, c->now, &outdir)))
 		return rc;
 	if (c->replace && (rc = replace_snapshot(t, c, outdir)))
 		return rc;
-	for (size_t i = 0; i < c->nparts; i++) {
-		struct out_part *op = &c->parts[i];
+	uint64_t out_rows = 0;
+	for (size_t i = 0; i < c->stage->nparts; i++) {
+		struct sl_out_part *op = &c->stage->out[i];
 		uint64_t parent = outdir;
 		char dir[4096], *save = NULL;
 		size_t k = 0;
@@ -998,6 +1008,7 @@ static int commit_apply(struct sl_txn *t, void *arg)
 			return rc;
 		if (op->data && (rc = sl_cat_data_put(t, f.id, op->data, op->len)))
 			return rc;
+		out_rows += op->rows;
 	}
 	for (size_t i = 0; i < p->n; i++)
 		if ((rc = sl_sources_release(t, p->qid, p->files[i].id)))
@@ -1014,8 +1025,6 @@ static int commit_apply(struct sl_txn *t, void *arg)
 		if (rc)
 			return rc;
 	}
-	if (c->ops && (rc = sl_ops_apply(c->ops, t)))
-		return rc;
 	char commit_text[80];
 	int clen = snprintf(commit_text, sizeof(commit_text), "v1\n{\"nextBatchWatermarkMs\":%" PRId64 "}",
 			    c->next_wm);
@@ -1044,6 +1053,8 @@ static int commit_apply(struct sl_txn *t, void *arg)
 			return rc;
 	}
 	/* the last 100 progress reports, like Spark's recentProgress */
+	free(c->progress); /* from an earlier run of this apply */
+	progress_report(c->report, c->stage->done_ns, out_rows, &c->progress, &c->progress_len);
 	if (c->progress &&
 	    (rc = log_put(t, p->qid, 'p', p->batch, c->progress, c->progress_len)))
 		return rc;
@@ -1070,67 +1081,6 @@ static int error_apply(struct sl_txn *t, void *arg)
 {
 	struct error_rec *e = arg;
 	return log_put(t, e->qid, 'e', 0, e->text, strlen(e->text));
-}
-
-/* Writes the large parts to new blobs, durable, and readies the commit. */
-static int stage_parts(struct sl_land *l, const struct sl_query_config *q, uint64_t batch,
-		       const struct sl_part *parts, size_t nparts, struct out_part *out)
-{
-	struct sl_catalog *cat = sl_land_catalog(l);
-	int rc = 0;
-
-	for (size_t i = 0; i < nparts && rc == 0; i++) {
-		struct out_part *op = &out[i];
-		snprintf(op->dir, sizeof(op->dir), "%s", parts[i].dir);
-		if ((rc = sl_sink_part_name(op->name, sizeof(op->name), q, batch, (uint32_t)i)))
-			break;
-		op->ndirs = 0;
-		for (const char *s = parts[i].dir; *s; s++)
-			op->ndirs += *s == '/';
-		op->ndirs += parts[i].dir[0] != 0;
-		if (op->ndirs > 32)
-			return ENAMETOOLONG;
-		for (size_t k = 0; k < op->ndirs && rc == 0; k++)
-			rc = sl_catalog_next_id(cat, &op->dir_ids[k]);
-		if (rc == 0)
-			rc = sl_catalog_next_id(cat, &op->id);
-		op->len = parts[i].len;
-		op->data = NULL;
-		if (rc)
-			break;
-		if (parts[i].len <= SL_INLINE_MAX) {
-			op->data = parts[i].data;
-			continue;
-		}
-		int fd;
-		if ((rc = sl_blob_create(sl_land_blobs(l), op->id, &fd)))
-			break;
-		rc = SL_FAULT_ERR("blob.write");
-		for (size_t done = 0; rc == 0 && done < parts[i].len;) {
-			ssize_t w = pwrite(fd, (const char *)parts[i].data + done, parts[i].len - done,
-					   (off_t)done);
-			if (w < 0)
-				rc = errno;
-			else
-				done += (size_t)w;
-		}
-		SL_FAULT("engine.before_part_fsync");
-		if (rc == 0)
-			rc = SL_FAULT_ERR("blob.fsync");
-		if (rc == 0 && fsync(fd))
-			rc = errno;
-		close(fd);
-		if (rc == 0)
-			rc = sl_blob_sync_name(sl_land_blobs(l), op->id);
-	}
-	return rc;
-}
-
-static void unstage(struct sl_land *l, const struct out_part *out, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!out[i].data && out[i].id)
-			sl_blob_unlink(sl_land_blobs(l), out[i].id);
 }
 
 /* ---- cleanSource ---- */
@@ -1244,31 +1194,40 @@ static void query_uuid(struct sl_txn *t, uint32_t qid, char out[40])
 	}
 }
 
+/* Reads what a report needs of the catalog, before the commit. */
+static void report_read(struct sl_land *l, struct report *r)
+{
+	struct sl_txn *t;
+
+	r->id[0] = 0;
+	if (sl_catalog_read(sl_land_catalog(l), &t))
+		return;
+	query_uuid(t, r->p->qid, r->id);
+	sl_sources_backlog(t, r->p->q->name, &r->bl);
+	sl_txn_end(t);
+}
+
 /*
  * Builds batch p's progress report (best effort: a report that cannot be
- * made leaves *out NULL and the batch commits without one).
+ * made leaves *out NULL and the batch commits without one). t2: the end of
+ * the batch's output (operators, parts written).
  */
-static void progress_report(struct sl_land *l, const struct plan *p,
-			    const struct sl_decode_stats *st, const struct sl_ops_result *ops,
-			    int64_t t0, int64_t t1, int64_t t2, uint64_t out_rows, char **out,
+static void progress_report(const struct report *r, int64_t t2, uint64_t out_rows, char **out,
 			    size_t *len)
 {
+	const struct plan *p = r->p;
+	const struct sl_decode_stats *st = r->st;
+	const struct sl_ops_result *ops = r->ops;
+	int64_t t0 = r->t0, t1 = r->t1;
 	const struct sl_query_config *q = p->q;
 	struct sl_progress pr = {.run_id = p->run_id, .name = q->name};
 	const char *names[64];
 	uint64_t counts[64];
-	char id[40], src[4200], sink[128];
-	struct sl_backlog bl = {0};
-	struct sl_txn *t;
+	char src[4200], sink[128];
 
 	*out = NULL;
-	if (sl_catalog_read(sl_land_catalog(l), &t))
-		return;
-	query_uuid(t, p->qid, id);
-	sl_sources_backlog(t, q->name, &bl);
-	sl_txn_end(t);
 	int64_t trigger_ms = (now_ns() - t0) / 1000000;
-	pr.id = id[0] ? id : p->uuid;
+	pr.id = r->id[0] ? r->id : p->uuid;
 	pr.timestamp_ms = p->ts_ms;
 	pr.batch_id = p->batch;
 	pr.num_input_rows = st->lines;
@@ -1310,8 +1269,8 @@ static void progress_report(struct sl_land *l, const struct plan *p,
 	}
 	pr.null_names = names;
 	pr.null_counts = counts;
-	pr.backlog_files = bl.files;
-	pr.backlog_bytes = bl.bytes;
+	pr.backlog_files = r->bl.files;
+	pr.backlog_bytes = r->bl.bytes;
 	pr.skipped = p->skipped;
 	sl_json_progress(&pr, out, len);
 }
@@ -1368,20 +1327,23 @@ static int gc_pending(struct sl_land *l, uint32_t qid)
 	return each_intent(l, qid, 'g', unlink_act, l);
 }
 
+/* The operators' output rows are formatted: free them before the commit ends. */
+static void ops_spent(void *ctx)
+{
+	sl_ops_trim(ctx);
+}
+
 /* Runs one batch: 1 when there was nothing to do, 0 when committed, or an error. */
 static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		     struct sl_ops *ops, struct sl_batch *b, struct sl_decode_stats *st,
 		     struct sl_engine_report *r)
 {
 	struct sl_catalog *cat = sl_land_catalog(l);
-	struct sl_part *parts = NULL;
-	struct out_part *out = NULL;
 	struct sl_ops_result res;
 	const struct sl_batch *outb = b;
-	size_t nparts = 0;
 	int rc;
 
-	int64_t t0 = now_ns(), t1, t2;
+	int64_t t0 = now_ns(), t1;
 	p->ts_ms = t0 / 1000000;
 	if ((rc = sl_catalog_write(cat, plan_apply, p))) {
 		snprintf(r->error, sizeof(r->error), "cannot plan a batch: %s", sl_strerror(rc));
@@ -1399,58 +1361,45 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 		return rc;
 	if (outb != b)
 		sl_batch_trim(b, 1 << 16); /* the input rows are spent: free a big batch now */
-	if ((rc = sl_sink_format(p->q, outb, &parts, &nparts))) {
-		snprintf(r->error, sizeof(r->error), "cannot format batch %" PRIu64 ": %s", p->batch,
-			 sl_strerror(rc));
-		return rc;
-	}
-	out = calloc(nparts ? nparts : 1, sizeof(*out));
-	if (!out)
-		rc = ENOMEM;
+
+	struct report rep = {.p = p, .st = st, .ops = ops ? &res : NULL, .t0 = t0, .t1 = t1};
+	report_read(l, &rep);
+	if (ops)
+		sl_catalog_make_room(cat, state_room(&res) + (1 << 20));
 	/* ids from here on stay unsettled until the commit: a crash leaves no leak */
 	uint64_t pin = 0;
-	if (rc == 0 && (rc = sl_catalog_next_id(cat, &pin)) == 0 && sl_land_pin(l, pin))
+	if ((rc = sl_catalog_next_id(cat, &pin)) == 0 && sl_land_pin(l, pin))
 		pin = 0; /* all pins taken: a crash now may leave this batch's blobs behind */
-	if (rc == 0)
-		rc = stage_parts(l, p->q, p->batch, parts, nparts, out);
-	for (size_t i = 0; rc == 0 && i < nparts; i++) {
-		if (out[i].data)
-			continue; /* inline: the commit copies these bytes */
-		free(parts[i].data); /* in its blob now: not held through the commit */
-		parts[i].data = NULL;
-	}
-	if (ops)
-		sl_ops_trim(ops);
-	char *progress = NULL;
-	size_t progress_len = 0;
-	if (rc == 0) {
-		t2 = now_ns();
-		uint64_t out_rows = 0;
-		for (size_t i = 0; i < nparts; i++)
-			out_rows += parts[i].rows;
-		progress_report(l, p, st, ops ? &res : NULL, t0, t1, t2, out_rows, &progress,
-				&progress_len);
-	}
-	struct commit c = {.q = p->q, .p = p, .parts = out, .nparts = nparts,
-			   .now = now_ns(), .rows = st->lines, .progress = progress,
-			   .progress_len = progress_len, .ops = ops,
+	struct sl_stage sg = {.l = l, .q = p->q, .batch = p->batch, .rows = outb,
+			      .spent = ops ? ops_spent : NULL, .spent_ctx = ops};
+	struct commit c = {.q = p->q, .p = p, .stage = &sg, .report = &rep,
+			   .now = now_ns(), .rows = st->lines, .ops = ops,
 			   .next_wm = ops ? res.next_wm_ms : p->wm_ms,
 			   .replace = p->q->output_mode == SL_OUTPUT_COMPLETE};
-	if (rc == 0) {
-		if (ops)
-			sl_catalog_make_room(cat, state_room(&res) + (1 << 20));
+	if (rc == 0)
 		rc = sl_catalog_next_id(cat, &c.outdir_id);
+	bool started = false;
+	if (rc == 0) {
+		started = true;
+		rc = sl_stage_start(&sg); /* on a thread of its own, or done by now */
+	}
+	if (rc == 0) {
 		SL_FAULT("engine.before_commit");
-		if (rc == 0)
-			rc = sl_catalog_write(cat, commit_apply, &c);
+		rc = sl_catalog_write(cat, commit_apply, &c);
 		SL_FAULT("engine.after_commit");
 	}
+	if (started)
+		sl_stage_end(&sg, rc == 0);
+	if (ops)
+		sl_ops_trim(ops);
 
 	if (rc) {
-		snprintf(r->error, sizeof(r->error), "cannot commit batch %" PRIu64 ": %s", p->batch,
-			 sl_strerror(rc));
-		if (out)
-			unstage(l, out, nparts);
+		if (started && sg.format_failed)
+			snprintf(r->error, sizeof(r->error), "cannot format batch %" PRIu64 ": %s",
+				 p->batch, sl_strerror(rc));
+		else
+			snprintf(r->error, sizeof(r->error), "cannot commit batch %" PRIu64 ": %s",
+				 p->batch, sl_strerror(rc));
 	} else {
 		r->batches++;
 		r->rows += st->lines;
@@ -1471,9 +1420,7 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	if (rc == 0)
 		p->prev_trigger_ms = p->ts_ms;
 	free(c.gone);
-	free(progress);
-	free(out);
-	sl_sink_parts_free(parts, nparts);
+	free(c.progress);
 	return rc;
 }
 

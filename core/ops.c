@@ -143,6 +143,7 @@ static int run_pipelined(struct sl_ops *o, struct sl_txn *t, int64_t wm_ms, stru
 		return p.rc;
 	if (grc)
 		return grc;
+	sl_batch_trim(in, 1 << 16); /* consumed: its memory goes before the output's comes */
 	if ((rc = sl_dedup_end(o->dd, t, wm_ms, &res->m[0])))
 		return rc;
 	return sl_groupby_end(o->gb, t, wm_ms, &o->out, &res->m[1], err, errlen);

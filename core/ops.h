@@ -63,7 +63,8 @@ bool sl_ops_needed(const struct sl_query_config *q);
  * Runs the operators over in (the decoded rows; rows may be dropped from it
  * in place) with the batch's watermark wm_ms and the state as of t. *out
  * gets the rows for the sink (q->out's schema): in itself, or a batch of
- * the operators (borrowed until the next process or free). Returns 0,
+ * the operators (borrowed until the next process or free); in the latter
+ * case in may come back emptied, its rows consumed. Returns 0,
  * ENOMEM, a catalog error, or SL_EMALFORMED with err set (an aggregate
  * that overflows).
  */

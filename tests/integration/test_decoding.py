@@ -668,3 +668,51 @@ def test_big_file_rows_in_order_and_counted(mounts, tmp_path):
     assert ids == [i for i in range(1, n + 1) if i not in bad]
     st = json.loads(open(os.path.join(m.mnt, "status", "dev.json")).read())
     assert st["numInputRows"] == n and st["numMalformedRows"] == 3
+
+
+@pytest.mark.parametrize("sink_format", ["json", "csv"])
+def test_big_output_streamed_in_slices(mounts, tmp_path, sink_format):
+    """An output of 100,000 rows is formatted and written 32,768 rows at a
+    time: one part, rows in order, a CSV header once; compressed, one zstd
+    frame. A compressed part that ends up under 64 KiB is kept inline (no
+    blob) as a small one always was."""
+    n = 100000
+    rows = "".join('{"id": %d, "pad": "%s"}\n' % (i, "x" * 70) for i in range(n))
+    same = '{"id": 7, "pad": "same"}\n' * n
+    for name, text, comp in (("plain", rows, "none"), ("zst", rows, "zstd"),
+                             ("small", same, "zstd")):
+        data = str(tmp_path / name)
+        write_config(data, {"dev": (json_source("id BIGINT, pad STRING"),
+                                    {"format": sink_format, "compression": comp})})
+        land(data, put(tmp_path, name + ".json", text))
+        assert run(data).stdout == "dev: 1 batches, %d rows\n" % n
+        m = mounts.new(data=data)
+        ext = ".jsonl" if sink_format == "json" else ".csv"
+        part = "part-00000-00000" + ext + (".zst" if comp == "zstd" else "")
+        assert out_files(m) == [part]
+        body = read_out(m, part).decode()
+        if sink_format == "csv":
+            assert body.startswith("id,pad\n") and body.count("id,pad") == 1
+            got = [tuple(r) for r in csv.reader(io.StringIO(body))][1:]
+            got = [(int(i), p) for i, p in got]
+        else:
+            got = [(r["id"], r["pad"]) for r in map(json.loads, body.splitlines())]
+        if name == "small":
+            assert got == [(7, "same")] * n
+        else:
+            assert got == [(i, "x" * 70) for i in range(n)]
+        if comp == "zstd":
+            copy = tmp_path / (name + ".part.zst")
+            copy.write_bytes(util.read_file(os.path.join(m.mnt, "out", "dev", part)))
+            listing = subprocess.run(["zstd", "-lv", str(copy)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, timeout=30).stdout.decode()
+            assert "Zstandard Frames: 1\n" in listing and "Check: XXH64" in listing, listing
+        part_size = os.stat(os.path.join(m.mnt, "out", "dev", part)).st_size
+        assert (part_size > 65536) == (name != "small")
+        m.unmount()
+        # the input is a blob; the output one only when over 64 KiB
+        size = os.path.getsize(str(tmp_path / "src" / (name + ".json")))
+        want = (size > 65536) + (part_size > 65536)
+        assert util.count_files(os.path.join(data, "blobs")) == want
+        p = util.sluice("check", data)
+        assert p.returncode == 0, p.stdout + p.stderr
