@@ -699,7 +699,7 @@ static void *decode_half(void *arg)
  * (no csv header to share).
  */
 static int decode_split(struct plan *p, struct sl_decoder *dec, const char *path,
-			const char *data, size_t len, struct sl_batch *b,
+			const char *data, size_t len, bool mapped, struct sl_batch *b,
 			struct sl_decode_stats *st, struct sl_decode_error *derr)
 {
 	const struct sl_query_config *q = p->q;
@@ -737,6 +737,13 @@ static int decode_split(struct plan *p, struct sl_decoder *dec, const char *path
 		return sl_decode_file(dec, path, data, len, b, st, derr);
 	rc = sl_decode_file(dec, path, data, cut, b, st, derr);
 	pthread_join(th, NULL);
+	/*
+	 * Decoded strings are copies: the file's pages can leave this process
+	 * before the halves are joined (they stay in the page cache, and come
+	 * back on a read, such as the line count below).
+	 */
+	if (mapped)
+		madvise((void *)data, len, MADV_DONTNEED);
 	if (rc == 0 && h->rc == SL_EMALFORMED) {
 		/* the first bad line is in the second half: number it in the file */
 		uint64_t before = 0;
@@ -818,7 +825,7 @@ static int decode_all(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 			len = plen;
 		}
 		memset(&derr, 0, sizeof(derr));
-		rc = decode_split(p, dec, f->path, data, len, b, st, &derr);
+		rc = decode_split(p, dec, f->path, data, len, mapped, b, st, &derr);
 		if (mapped)
 			munmap(data, len);
 		else
