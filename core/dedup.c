@@ -23,6 +23,7 @@
 #include "config.h"
 #include "err.h"
 #include "kmap.h"
+#include "ksort.h"
 #include "ops.h"
 #include "rowkey.h"
 #include "state.h"
@@ -278,6 +279,11 @@ int sl_dedup_rows(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b
 	return settle(d, t, b, keep, p, n, wm_ms, m);
 }
 
+static const unsigned char *seen_key(const void *ctx, uint32_t idx, size_t *len)
+{
+	return sl_kmap_key(ctx, idx, len);
+}
+
 int sl_dedup_sort(struct sl_dedup *d)
 {
 	uint32_t *order = realloc(d->order, (sl_kmap_count(&d->seen) + 1) * sizeof(*order));
@@ -288,7 +294,8 @@ int sl_dedup_sort(struct sl_dedup *d)
 	for (uint32_t i = 0; i < sl_kmap_count(&d->seen); i++)
 		if (d->fresh[i])
 			order[d->nfresh++] = i;
-	qsort_r(order, d->nfresh, sizeof(*order), cmp_keys, &d->seen);
+	if (sl_ksort(order, d->nfresh, seen_key, &d->seen))
+		qsort_r(order, d->nfresh, sizeof(*order), cmp_keys, &d->seen);
 	return 0;
 }
 

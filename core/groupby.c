@@ -28,6 +28,7 @@
 #include "config.h"
 #include "err.h"
 #include "kmap.h"
+#include "ksort.h"
 #include "mem.h"
 #include "ops.h"
 #include "rowkey.h"
@@ -338,16 +339,23 @@ static int push_key(struct sl_groupby *g, struct pending *p, size_t *n, size_t r
 	return 0;
 }
 
+static const unsigned char *group_key(const void *ctx, uint32_t idx, size_t *len)
+{
+	return sl_kmap_key(&((const struct sl_groupby *)ctx)->groups, idx, len);
+}
+
 struct sort_job {
 	const struct sl_groupby *g;
 	uint32_t *v;
 	size_t n;
+	bool plain; /* no key is hashed: storage keys sort as the row keys */
 };
 
 static void *sort_main(void *arg)
 {
 	struct sort_job *j = arg;
-	qsort_r(j->v, j->n, sizeof(*j->v), cmp_groups, (void *)j->g); /* glibc's, with a context */
+	if (!j->plain || sl_ksort(j->v, j->n, group_key, j->g))
+		qsort_r(j->v, j->n, sizeof(*j->v), cmp_groups, (void *)j->g); /* glibc's, with a context */
 	return NULL;
 }
 
@@ -357,11 +365,18 @@ static void *sort_main(void *arg)
  */
 static int sort_groups(struct sl_groupby *g, uint32_t *order, size_t n)
 {
-	struct sort_job a = {g, order, n / 2}, b = {g, order + n / 2, n - n / 2};
+	bool plain = true;
+	for (size_t i = 0; i < n && plain; i++) {
+		size_t len;
+		sl_kmap_key(&g->groups, order[i], &len);
+		plain = !sl_state_key_hashed(&g->sp, len);
+	}
+	struct sort_job a = {g, order, n / 2, plain}, b = {g, order + n / 2, n - n / 2, plain};
 	pthread_t th;
 
 	if (n < (1u << 16) || pthread_create(&th, NULL, sort_main, &a)) {
-		qsort_r(order, n, sizeof(*order), cmp_groups, g);
+		struct sort_job all = {g, order, n, plain};
+		sort_main(&all);
 		return 0;
 	}
 	sort_main(&b);

@@ -24,7 +24,7 @@ void sl_state_skey(const struct sl_state_space *sp, const void *rk, size_t rklen
 {
 	put_be32(out->k, sp->qid);
 	out->k[4] = (unsigned char)sp->op;
-	if (rklen <= SL_STATE_KEY_INLINE || (sp->raw && rklen <= SL_STATE_KEY_INLINE + 16)) {
+	if (!sl_state_key_hashed(sp, rklen)) {
 		if (rklen) /* no group columns: an empty key, maybe NULL */
 			memcpy(out->k + 5, rk, rklen);
 		out->len = 5 + rklen;

@@ -50,6 +50,12 @@ struct sl_state_skey {
 	bool hashed;
 };
 
+/* Whether row keys of rklen bytes are stored as a hash (else as themselves, after qid | op). */
+static inline bool sl_state_key_hashed(const struct sl_state_space *sp, size_t rklen)
+{
+	return rklen > SL_STATE_KEY_INLINE && !(sp->raw && rklen <= SL_STATE_KEY_INLINE + 16);
+}
+
 /* Builds the storage key of row key rk. */
 void sl_state_skey(const struct sl_state_space *sp, const void *rk, size_t rklen,
 		   struct sl_state_skey *out);
