@@ -407,7 +407,46 @@ static void fmt_scalar(char *out, enum sl_type t, const union sl_cell *v, bool i
 	}
 }
 
-static void put_json_value(struct sl_strbuf *b, const struct sl_batch *batch, size_t row, size_t col)
+/*
+ * What formatting a row needs besides its values: the query, the columns
+ * left out, each JSON field's `"name":` escaped once, and the text of the
+ * last window written (a batch's rows repeat few windows).
+ */
+struct rowfmt {
+	const struct sl_query_config *q;
+	const bool *skip;       /* NULL: none */
+	struct sl_strbuf names; /* the fields' `"name":`, one after the other */
+	size_t *name_end;       /* where field c's ends in names */
+	bool has_window;
+	int64_t wstart, wend;
+	char wtext[112];
+	size_t wlen;
+};
+
+static int rowfmt_init(struct rowfmt *f, const struct sl_query_config *q, const bool *skip)
+{
+	memset(f, 0, sizeof(*f));
+	f->q = q;
+	f->skip = skip;
+	f->name_end = calloc(q->out.n + 1, sizeof(*f->name_end));
+	if (!f->name_end)
+		return ENOMEM;
+	for (size_t c = 0; c < q->out.n; c++) {
+		put_json_str(&f->names, q->out.cols[c].name, strlen(q->out.cols[c].name));
+		sl_strbuf_addc(&f->names, ':');
+		f->name_end[c] = f->names.len;
+	}
+	return f->names.oom ? ENOMEM : 0;
+}
+
+static void rowfmt_release(struct rowfmt *f)
+{
+	sl_strbuf_release(&f->names);
+	free(f->name_end);
+}
+
+static void put_json_value(struct sl_strbuf *b, struct rowfmt *f, const struct sl_batch *batch,
+			   size_t row, size_t col)
 {
 	const struct sl_batch_col *c = &batch->cols[col];
 	const union sl_cell *v = &c->cells[row];
@@ -421,13 +460,17 @@ static void put_json_value(struct sl_strbuf *b, const struct sl_batch *batch, si
 		return;
 	}
 	case SL_TYPE_WINDOW:
-		fmt_timestamp(tmp, v->w.start, true);
-		sl_strbuf_adds(b, "{\"start\":\"");
-		sl_strbuf_adds(b, tmp);
-		fmt_timestamp(tmp, v->w.end, true);
-		sl_strbuf_adds(b, "\",\"end\":\"");
-		sl_strbuf_adds(b, tmp);
-		sl_strbuf_adds(b, "\"}");
+		if (!f->has_window || f->wstart != v->w.start || f->wend != v->w.end) {
+			char end[48];
+			fmt_timestamp(tmp, v->w.start, true);
+			fmt_timestamp(end, v->w.end, true);
+			f->wlen = (size_t)snprintf(f->wtext, sizeof(f->wtext),
+						   "{\"start\":\"%s\",\"end\":\"%s\"}", tmp, end);
+			f->wstart = v->w.start;
+			f->wend = v->w.end;
+			f->has_window = true;
+		}
+		sl_strbuf_add(b, f->wtext, f->wlen);
 		return;
 	case SL_TYPE_DOUBLE:
 		fmt_double(tmp, v->d);
@@ -642,18 +685,17 @@ static int groups_find(struct groups *gs, const struct sl_query_config *q, const
 	return 0;
 }
 
-/* Appends one row's line; skip (NULL: none) marks the columns left out. */
-static void put_row(struct sl_strbuf *b, const struct sl_query_config *q, const struct sl_batch *batch,
-		    const bool *skip, size_t row)
+/* Appends one row's line, without the columns f->skip marks. */
+static void put_row(struct sl_strbuf *b, struct rowfmt *f, const struct sl_batch *batch, size_t row)
 {
-	bool csv = q->sink_format == SL_SINK_CSV, first = true;
+	bool csv = f->q->sink_format == SL_SINK_CSV, first = true;
 
 	if (!csv)
 		sl_strbuf_addc(b, '{');
 	for (size_t c = 0; c < batch->schema->n; c++) {
 		bool null;
 
-		if (skip && skip[c])
+		if (f->skip && f->skip[c])
 			continue; /* a partition column: its value is in the folder name */
 		null = sl_batch_is_null(batch, row, c);
 		if (csv) {
@@ -662,12 +704,11 @@ static void put_row(struct sl_strbuf *b, const struct sl_query_config *q, const 
 			if (!null)
 				put_csv_value(b, batch, row, c);
 		} else if (!null) {
-			const char *name = q->out.cols[c].name;
+			size_t from = c ? f->name_end[c - 1] : 0;
 			if (!first)
 				sl_strbuf_addc(b, ',');
-			put_json_str(b, name, strlen(name));
-			sl_strbuf_addc(b, ':');
-			put_json_value(b, batch, row, c);
+			sl_strbuf_add(b, f->names.p + from, f->name_end[c] - from);
+			put_json_value(b, f, batch, row, c);
 		} else {
 			continue; /* omitted: does not count as a first field */
 		}
@@ -739,6 +780,7 @@ int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
 	struct groups gs = {0};
 	struct sl_strbuf dir = {0};
 	struct sl_part *p = NULL;
+	struct rowfmt f;
 	bool *skip;
 	int rc;
 
@@ -754,6 +796,8 @@ int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
 		return ENOMEM;
 	for (size_t i = 0; i < q->npartition_by; i++)
 		skip[q->partition_by[i]] = true;
+	if ((rc = rowfmt_init(&f, q, skip)))
+		goto groups_release;
 	for (size_t row = 0; row < b->nrows; row++) {
 		struct group *g;
 
@@ -768,7 +812,7 @@ int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
 		rc = groups_find(&gs, q, dir.p, dir.len - 1, &g);
 		if (rc)
 			goto groups_release;
-		put_row(&g->out, q, b, skip, row);
+		put_row(&g->out, &f, b, row);
 		if (g->out.oom) {
 			rc = ENOMEM;
 			goto groups_release;
@@ -782,6 +826,7 @@ int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
 	*nparts = gs.n;
 groups_release:
 	groups_release(&gs);
+	rowfmt_release(&f);
 	free(dir.p);
 	free(skip);
 	return rc;
@@ -796,10 +841,16 @@ int sl_sink_format_rows(const struct sl_query_config *q, const struct sl_batch *
 		return rc;
 	if (q->npartition_by || from > to || to > b->nrows)
 		return EINVAL;
+	struct rowfmt f;
+	if ((rc = rowfmt_init(&f, q, NULL))) {
+		rowfmt_release(&f);
+		return rc;
+	}
 	if (header && q->sink_format == SL_SINK_CSV)
 		put_header(out, q);
 	for (size_t row = from; row < to && !out->oom; row++)
-		put_row(out, q, b, NULL, row);
+		put_row(out, &f, b, row);
+	rowfmt_release(&f);
 	return out->oom ? ENOMEM : 0;
 }
 
