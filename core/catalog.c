@@ -282,7 +282,10 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 	 * MDB_NOTLS: FUSE callbacks hop threads. Never MDB_WRITEMAP: a full
 	 * disk would turn into SIGBUS instead of an error.
 	 */
-	rc = mdb_env_open(cat->env, dir, MDB_NOTLS | (cat->rdonly ? MDB_RDONLY : 0), 0600);
+	rc = mdb_env_open(cat->env, dir,
+			  MDB_NOTLS | (cat->rdonly ? MDB_RDONLY : 0) |
+			      (flags & SL_CATALOG_RANDOM ? MDB_NORDAHEAD : 0),
+			  0600);
 	if (rc) {
 		rc = map_rc(rc);
 		goto env_close;
@@ -354,7 +357,7 @@ void sl_catalog_close(struct sl_catalog *cat)
 		/* what is settled now needs no probe at the next start */
 		if (cat->settle_lo > cat->unsettled_lo && cat->settle_lo != UINT64_MAX)
 			run_inline(cat, &(struct wreq){.fn = settled_apply, .arg = cat});
-		mdb_env_sync(cat->env, 1);
+		/* no mdb_env_sync(): every commit was durable when it returned */
 	}
 	mdb_env_close(cat->env);
 	pthread_rwlock_destroy(&cat->map_lock);

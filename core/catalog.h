@@ -16,6 +16,12 @@ struct sl_txn;
 enum sl_catalog_flags {
 	SL_CATALOG_RDONLY = 1 << 0, /* read-only env: `sluice status` */
 	SL_CATALOG_CREATE = 1 << 1, /* create the environment when missing */
+	/*
+	 * Point lookups only (a start-up check, `sluice status`): no readahead
+	 * on the map, so that a cold start reads the pages it needs and not
+	 * the megabytes around each of them.
+	 */
+	SL_CATALOG_RANDOM = 1 << 2,
 };
 
 enum sl_kind { SL_KIND_DIR = 1, SL_KIND_FILE = 2 };

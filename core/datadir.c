@@ -72,7 +72,7 @@ static int create_layout(const char *path)
 	int fd, rc;
 
 	snprintf(p, sizeof(p), "%s/catalog", path);
-	if ((rc = sl_catalog_open(p, SL_CATALOG_CREATE, &cat)))
+	if ((rc = sl_catalog_open(p, SL_CATALOG_CREATE | SL_CATALOG_RANDOM, &cat)))
 		return rc;
 	sl_catalog_close(cat);
 	if ((rc = sl_blobs_open(path, 1, &b)))

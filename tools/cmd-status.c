@@ -110,7 +110,7 @@ int cmd_status(int argc, char **argv)
 		return SL_EXIT_OK;
 	}
 	snprintf(path, sizeof(path), "%s/catalog", datadir);
-	rc = sl_catalog_open(path, SL_CATALOG_RDONLY, &cat);
+	rc = sl_catalog_open(path, SL_CATALOG_RDONLY | SL_CATALOG_RANDOM, &cat);
 	if (rc) {
 		die_msg("status", "cannot open catalog of '%s': %s", datadir, sl_strerror(rc));
 		sl_config_free(cfg);
