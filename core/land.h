@@ -30,7 +30,6 @@ struct sl_land_opts {
 	bool strict;       /* -o land=rename: only a rename lands */
 	const char *temp;  /* -o temp=GLOB:GLOB, NULL for the default list */
 	const struct sl_config *config; /* queries whose indexes landings fill; borrowed */
-	bool random;       /* open, recover, close: no readahead (SL_CATALOG_RANDOM) */
 };
 
 struct sl_attr {

@@ -239,7 +239,7 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 	if ((rc = sl_temp_new(opts ? opts->temp : NULL, &l->temp)))
 		goto free_l;
 	snprintf(path, sizeof(path), "%s/catalog", datadir);
-	if ((rc = sl_catalog_open(path, opts && opts->random ? SL_CATALOG_RANDOM : 0, &l->cat)))
+	if ((rc = sl_catalog_open(path, 0, &l->cat)))
 		goto free_temp;
 	if ((rc = sl_blobs_open(datadir, 0, &l->blobs)))
 		goto close_cat;

@@ -196,8 +196,7 @@ static int run_mount(struct mount_opts *m)
 	if (rc)
 		return rc;
 	/* open, recover and close: the daemon reopens after its fork */
-	struct sl_land_opts lo = {.strict = m->fs.strict, .temp = m->fs.temp, .config = cfg,
-				  .random = true};
+	struct sl_land_opts lo = {.strict = m->fs.strict, .temp = m->fs.temp, .config = cfg};
 	rc = sl_land_open(m->fs.datadir, &lo, &l);
 	char err[512];
 	if (rc == 0 && (rc = sl_engine_check_changes(l, cfg, err, sizeof(err)))) {
