@@ -217,6 +217,27 @@ fail:
 	return rc;
 }
 
+int sl_codec_content_size(const void *src, size_t len, unsigned long long *size)
+{
+	const char *p = src;
+	unsigned long long total = 0;
+
+	if (len == 0)
+		return ENOENT;
+	while (len) {
+		unsigned long long n = ZSTD_getFrameContentSize(p, len);
+		size_t flen = ZSTD_findFrameCompressedSize(p, len);
+		if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR ||
+		    ZSTD_isError(flen) || flen == 0 || total + n < total)
+			return ENOENT;
+		total += n;
+		p += flen;
+		len -= flen;
+	}
+	*size = total;
+	return 0;
+}
+
 struct sl_codec_writer {
 	ZSTD_CCtx *cctx;
 	char *buf; /* the last call's compressed bytes */

@@ -81,6 +81,13 @@ int sl_codec_stream_read(struct sl_codec_stream *s, struct sl_codec_in *in,
 int sl_codec_stream_end(const struct sl_codec_stream *s);
 
 /*
+ * The decompressed size the frame headers of the len bytes at src declare,
+ * summed over their frames: 0 with *size, or ENOENT when a frame does not
+ * say (the zstd CLI reading a pipe) or the input is not zstd frames.
+ */
+int sl_codec_content_size(const void *src, size_t len, unsigned long long *size);
+
+/*
  * Streaming compression, for a part written a slice at a time: the slices
  * given in order become one zstd frame with a checksum, as
  * sl_codec_compress() makes of their concatenation, except that the frame

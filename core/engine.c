@@ -692,26 +692,13 @@ static void *decode_half(void *arg)
 	return NULL;
 }
 
-/*
- * Decodes one file, the second half of a big one on another thread, as one
- * sl_decode_file() would: rows in order, counters summed, a FAILFAST line
- * numbered in the whole file. Only where a line end cuts the file cleanly
- * (no csv header to share).
- */
-static int decode_split(struct plan *p, struct sl_decoder *dec, const char *path,
-			const char *data, size_t len, bool mapped, struct sl_batch *b,
-			struct sl_decode_stats *st, struct sl_decode_error *derr)
+/* The second decoder, ready for a job on path (made at its first use). */
+static int half_prepare(struct plan *p, const char *path)
 {
 	const struct sl_query_config *q = p->q;
 	struct half *h = &p->half;
-	const char *nl = len >= SPLIT_MIN ? memchr(data + len / 2, '\n', len - len / 2) : NULL;
-	size_t cut = nl ? (size_t)(nl - data) + 1 : 0;
 	int rc;
 
-	/* a cut before "\xEF" could be taken for a BOM, which only starts a file */
-	if (!nl || cut >= len || (unsigned char)data[cut] == 0xEF ||
-	    (q->source.format == SL_SOURCE_CSV && q->source.header))
-		return sl_decode_file(dec, path, data, len, b, st, derr);
 	if (!h->ready) {
 		if ((rc = sl_decoder_new(q, &h->dec)))
 			return rc;
@@ -730,6 +717,72 @@ static int decode_split(struct plan *p, struct sl_decoder *dec, const char *path
 	sl_decode_stats_reset(&h->st);
 	memset(&h->err, 0, sizeof(h->err));
 	h->path = path;
+	h->rc = 0;
+	return 0;
+}
+
+/* Line ends in data[0, end): a FAILFAST line found past end is numbered after them. */
+static uint64_t lines_before(const char *data, size_t end)
+{
+	uint64_t n = 0;
+	for (const char *c = data; (c = memchr(c, '\n', (size_t)(data + end - c))); c++)
+		n++;
+	return n;
+}
+
+/*
+ * After the second decoder did data[cut, ...) (this thread the part before,
+ * with result rc): its rows appended after this thread's, its counters
+ * added, its FAILFAST line numbered in the whole file.
+ */
+static int join_half(struct half *h, const char *data, size_t cut, int rc, struct sl_batch *b,
+		     struct sl_decode_stats *st, struct sl_decode_error *derr)
+{
+	if (rc == 0 && h->rc == SL_EMALFORMED) {
+		*derr = h->err;
+		derr->line += lines_before(data, cut);
+	}
+	if (rc == 0)
+		rc = h->rc;
+	if (rc == 0) {
+		rc = sl_batch_append(b, &h->b);
+		st->lines += h->st.lines;
+		st->rows += h->st.rows;
+		st->malformed += h->st.malformed;
+		st->dropped += h->st.dropped;
+		for (size_t c = 0; c < st->ncols && c < h->st.ncols; c++)
+			st->null_counts[c] += h->st.null_counts[c];
+	}
+	sl_batch_trim(&h->b, 1 << 16);
+	return rc;
+}
+
+/* Whether a file of q can be decoded in pieces cut at line ends (no CSV header to share). */
+static bool cuttable(const struct sl_query_config *q)
+{
+	return !(q->source.format == SL_SOURCE_CSV && q->source.header);
+}
+
+/*
+ * Decodes one file, the second half of a big one on another thread, as one
+ * sl_decode_file() would: rows in order, counters summed, a FAILFAST line
+ * numbered in the whole file. Only where a line end cuts the file cleanly
+ * (no csv header to share).
+ */
+static int decode_split(struct plan *p, struct sl_decoder *dec, const char *path,
+			const char *data, size_t len, bool mapped, struct sl_batch *b,
+			struct sl_decode_stats *st, struct sl_decode_error *derr)
+{
+	struct half *h = &p->half;
+	const char *nl = len >= SPLIT_MIN ? memchr(data + len / 2, '\n', len - len / 2) : NULL;
+	size_t cut = nl ? (size_t)(nl - data) + 1 : 0;
+	int rc;
+
+	/* a cut before "\xEF" could be taken for a BOM, which only starts a file */
+	if (!nl || cut >= len || (unsigned char)data[cut] == 0xEF || !cuttable(p->q))
+		return sl_decode_file(dec, path, data, len, b, st, derr);
+	if ((rc = half_prepare(p, path)))
+		return rc;
 	h->data = data + cut;
 	h->len = len - cut;
 	pthread_t th;
@@ -744,26 +797,184 @@ static int decode_split(struct plan *p, struct sl_decoder *dec, const char *path
 	 */
 	if (mapped)
 		madvise((void *)data, len, MADV_DONTNEED);
-	if (rc == 0 && h->rc == SL_EMALFORMED) {
-		/* the first bad line is in the second half: number it in the file */
-		uint64_t before = 0;
-		for (const char *c = data; (c = memchr(c, '\n', (size_t)(data + cut - c))); c++)
-			before++;
-		*derr = h->err;
-		derr->line += before;
+	return join_half(h, data, cut, rc, b, st, derr);
+}
+
+/*
+ * A big .zst file: decompressed on a second thread while this one decodes
+ * what has arrived, up to its last line end; once all of it is there, the
+ * rest is cut in two at a line end and the second thread decodes the
+ * latter part. Decompression and decoding overlap instead of following
+ * each other, and the result is sl_decode_file()'s over the whole.
+ */
+#define ZFEED (1u << 20)  /* compressed bytes fed to zstd at a time */
+#define ZPIECE (8u << 20) /* decompressed bytes this thread waits for before decoding */
+
+struct zpipe {
+	const char *src;  /* the compressed file */
+	size_t srclen;
+	char *buf;        /* size + 1 bytes: one more tells a lying header */
+	size_t size;      /* what the frame headers declare */
+	struct half *h;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	size_t avail;     /* bytes of buf decompressed so far */
+	bool done;        /* decompression over, with zrc */
+	int zrc;
+	bool tail_set;    /* the decoder said where the tail starts (size: none) */
+	bool stop;        /* the decoder gave up: no tail, stop decompressing */
+	size_t tail_from;
+};
+
+static void zpipe_publish(struct zpipe *z, size_t avail, bool done, int zrc, bool *stop)
+{
+	pthread_mutex_lock(&z->mu);
+	z->avail = avail;
+	z->done = done;
+	z->zrc = zrc;
+	*stop = z->stop;
+	pthread_cond_broadcast(&z->cv);
+	pthread_mutex_unlock(&z->mu);
+}
+
+static void *zpipe_main(void *arg)
+{
+	struct zpipe *z = arg;
+	struct sl_codec_stream *s = NULL;
+	struct sl_codec_out out = {z->buf, z->size + 1, 0};
+	size_t feed = SL_FAULT_SIZE("zst.feed", ZFEED);
+	bool stop = false;
+	int rc = sl_codec_stream_new(z->size, &s);
+
+	for (size_t fed = 0; rc == 0 && !stop && fed < z->srclen;) {
+		struct sl_codec_in in = {z->src + fed, z->srclen - fed < feed ? z->srclen - fed : feed, 0};
+		while (rc == 0 && in.pos < in.len && out.pos < out.len)
+			rc = sl_codec_stream_read(s, &in, &out);
+		fed += in.pos;
+		if (rc == 0 && out.pos == out.len)
+			rc = SL_ECORRUPT; /* more than its headers said */
+		zpipe_publish(z, out.pos, false, 0, &stop);
 	}
-	if (rc == 0)
-		rc = h->rc;
-	if (rc == 0) {
-		rc = sl_batch_append(b, &h->b);
-		st->lines += h->st.lines;
-		st->rows += h->st.rows;
-		st->malformed += h->st.malformed;
-		st->dropped += h->st.dropped;
-		for (size_t c = 0; c < st->ncols && c < h->st.ncols; c++)
-			st->null_counts[c] += h->st.null_counts[c];
+	if (rc == 0 && !stop) /* zstd may hold decoded bytes: drain them */
+		for (size_t before = SIZE_MAX; rc == 0 && out.pos != before && out.pos < out.len;) {
+			struct sl_codec_in none = {"", 0, 0};
+			before = out.pos;
+			rc = sl_codec_stream_read(s, &none, &out);
+		}
+	if (rc == 0 && !stop)
+		rc = sl_codec_stream_end(s);
+	if (rc == 0 && !stop && out.pos != z->size)
+		rc = SL_ECORRUPT;
+	if (rc == EFBIG && out.pos > z->size)
+		rc = SL_ECORRUPT;
+	sl_codec_stream_free(s);
+	zpipe_publish(z, out.pos, true, rc, &stop);
+	pthread_mutex_lock(&z->mu);
+	while (!z->tail_set)
+		pthread_cond_wait(&z->cv, &z->mu);
+	size_t from = z->tail_from;
+	pthread_mutex_unlock(&z->mu);
+	struct half *h = z->h;
+	if (rc == 0 && from < z->size) {
+		h->data = z->buf + from;
+		h->len = z->size - from;
+		decode_half(h);
 	}
-	sl_batch_trim(&h->b, 1 << 16);
+	return NULL;
+}
+
+/* Tells the second thread where its tail starts (z->size: none, stop). */
+static void zpipe_tail(struct zpipe *z, size_t from, bool stop)
+{
+	pthread_mutex_lock(&z->mu);
+	z->tail_from = from;
+	z->tail_set = true;
+	z->stop = stop;
+	pthread_cond_broadcast(&z->cv);
+	pthread_mutex_unlock(&z->mu);
+}
+
+/*
+ * Decodes the .zst file src whose frames declare size bytes. Returns as
+ * decode_split() does, with *zfail set when the error is the
+ * decompression's (corrupt, truncated, too big), or EAGAIN when no thread
+ * could be had (nothing done: decode it whole).
+ */
+static int decode_zst(struct plan *p, struct sl_decoder *dec, const char *path, const char *src,
+		      size_t srclen, size_t size, struct sl_batch *b, struct sl_decode_stats *st,
+		      struct sl_decode_error *derr, bool *zfail)
+{
+	struct zpipe z = {.src = src, .srclen = srclen, .size = size, .h = &p->half};
+	pthread_t th;
+	int rc;
+
+	if ((rc = half_prepare(p, path)))
+		return rc;
+	if (!(z.buf = malloc(size + 1)))
+		return ENOMEM;
+	pthread_mutex_init(&z.mu, NULL);
+	pthread_cond_init(&z.cv, NULL);
+	if (pthread_create(&th, NULL, zpipe_main, &z)) {
+		rc = EAGAIN;
+		goto out;
+	}
+	size_t piece = SL_FAULT_SIZE("zst.piece", ZPIECE);
+	size_t pos = 0, want = piece;
+	for (;;) {
+		pthread_mutex_lock(&z.mu);
+		while (!z.done && z.avail < want)
+			pthread_cond_wait(&z.cv, &z.mu);
+		size_t avail = z.avail;
+		bool done = z.done;
+		int zrc = z.zrc;
+		pthread_mutex_unlock(&z.mu);
+		if (done && zrc) {
+			*zfail = true;
+			rc = zrc;
+			zpipe_tail(&z, size, true);
+			break;
+		}
+		if (done) {
+			/* all there: the rest in two, the latter for the second thread */
+			size_t cut = size;
+			if (size - pos >= 2 * piece) {
+				const char *mid = z.buf + pos + (size - pos) / 2;
+				const char *nl = memchr(mid, '\n', (size_t)(z.buf + size - mid));
+				if (nl && nl + 1 < z.buf + size && (unsigned char)nl[1] != 0xEF)
+					cut = (size_t)(nl + 1 - z.buf);
+			}
+			zpipe_tail(&z, cut, false);
+			rc = sl_decode_file(dec, path, z.buf + pos, cut - pos, b, st, derr);
+			if (rc == SL_EMALFORMED)
+				derr->line += lines_before(z.buf, pos);
+			pthread_join(th, NULL);
+			if (cut < size)
+				rc = join_half(z.h, z.buf, cut, rc, b, st, derr);
+			goto out;
+		}
+		/* the complete lines that arrived, not cut before "\xEF" (a BOM's first byte) */
+		const char *end = avail > pos + 1 ? memrchr(z.buf + pos, '\n', avail - 1 - pos) : NULL;
+		while (end && (unsigned char)end[1] == 0xEF)
+			end = end > z.buf + pos ? memrchr(z.buf + pos, '\n', (size_t)(end - z.buf) - pos) : NULL;
+		if (!end) {
+			want = avail + 1; /* a long line: wait for its end */
+			continue;
+		}
+		rc = sl_decode_file(dec, path, z.buf + pos, (size_t)(end + 1 - z.buf) - pos, b, st, derr);
+		if (rc) {
+			if (rc == SL_EMALFORMED)
+				derr->line += lines_before(z.buf, pos);
+			zpipe_tail(&z, size, true);
+			break;
+		}
+		pos = (size_t)(end + 1 - z.buf);
+		want = pos + piece;
+	}
+	pthread_join(th, NULL);
+out:
+	pthread_cond_destroy(&z.cv);
+	pthread_mutex_destroy(&z.mu);
+	free(z.buf);
 	return rc;
 }
 
@@ -801,7 +1012,14 @@ static int decode_all(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 				 sl_strerror(rc));
 			break;
 		}
-		if (ends_with(f->path, ".zst")) {
+		memset(&derr, 0, sizeof(derr));
+		bool zst = ends_with(f->path, ".zst"), zfail = false;
+		unsigned long long zsize;
+		rc = EAGAIN;
+		if (zst && sl_codec_content_size(data, len, &zsize) == 0 && zsize >= SPLIT_MIN &&
+		    zsize <= ZST_LIMIT && cuttable(p->q))
+			rc = decode_zst(p, dec, f->path, data, len, (size_t)zsize, b, st, &derr, &zfail);
+		if (rc == EAGAIN && zst) {
 			void *plain;
 			size_t plen;
 			rc = sl_codec_decompress(data, len, ZST_LIMIT, &plain, &plen);
@@ -810,22 +1028,28 @@ static int decode_all(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 			else
 				free(data);
 			mapped = false;
-			if (rc) {
-				snprintf(r->error, sizeof(r->error), "cannot decompress 'in/%.300s': %s",
-					 f->path,
-					 rc == SL_ECORRUPT ? "not valid zstd data (corrupt or truncated)"
-					 : rc == EFBIG	   ? "it expands beyond 4 GiB"
-							   : sl_strerror(rc));
-				/* bad input, not a passing failure: the query stops, no retry */
-				if (rc == SL_ECORRUPT || rc == EFBIG)
-					rc = SL_EMALFORMED;
-				break;
-			}
-			data = plain;
-			len = plen;
+			data = rc ? NULL : plain;
+			len = rc ? 0 : plen;
+			zfail = rc != 0;
+			if (rc == 0)
+				rc = EAGAIN;
 		}
-		memset(&derr, 0, sizeof(derr));
-		rc = decode_split(p, dec, f->path, data, len, mapped, b, st, &derr);
+		if (zfail) {
+			snprintf(r->error, sizeof(r->error), "cannot decompress 'in/%.300s': %s", f->path,
+				 rc == SL_ECORRUPT ? "not valid zstd data (corrupt or truncated)"
+				 : rc == EFBIG	   ? "it expands beyond 4 GiB"
+						   : sl_strerror(rc));
+			/* bad input, not a passing failure: the query stops, no retry */
+			if (rc == SL_ECORRUPT || rc == EFBIG)
+				rc = SL_EMALFORMED;
+			if (mapped)
+				munmap(data, len);
+			else
+				free(data);
+			break;
+		}
+		if (rc == EAGAIN)
+			rc = decode_split(p, dec, f->path, data, len, mapped, b, st, &derr);
 		if (mapped)
 			munmap(data, len);
 		else

@@ -55,4 +55,20 @@ int sl_fault_err(const char *name)
 	int e = atoi(rest);
 	return e > 0 ? e : EIO;
 }
+
+size_t sl_fault_size(const char *name, size_t dflt)
+{
+	long n;
+	const char *rest;
+
+	/* "name:N[,name:N...]" */
+	for (const char *spec = getenv("SLUICE_FAULT_SIZE"); spec && *spec; spec = rest) {
+		if (matches(spec, name, &n, &rest) && n > 0)
+			return (size_t)n;
+		rest = strchr(spec, ',');
+		if (rest)
+			rest++;
+	}
+	return dflt;
+}
 #endif

@@ -716,3 +716,129 @@ def test_big_output_streamed_in_slices(mounts, tmp_path, sink_format):
         assert util.count_files(os.path.join(data, "blobs")) == want
         p = util.sluice("check", data)
         assert p.returncode == 0, p.stdout + p.stderr
+
+
+def zstd_sized(path, text):
+    """text compressed into path by the zstd CLI from a file: unlike
+    zstd_file's frames (from a pipe), its frame records the content size."""
+    plain = path[:-len(".zst")]
+    with open(plain, "w") as f:
+        f.write(text)
+    subprocess.run(["zstd", "-q", "-f", plain, "-o", path], check=True, timeout=60)
+    return path
+
+
+def faults_compiled():
+    return "(faults)" in util.sluice("--version").stdout
+
+
+# a test build's knob: decompress 4 KiB of input at a time and decode every
+# piece that arrived, so that the pieces have hundreds of boundaries
+SMALL_PIECES = {"SLUICE_FAULT_SIZE": "zst.feed:4096,zst.piece:4096"}
+
+
+def run_env(data, env, expect=0):
+    p = util.sluice("run", "--available-now", data, timeout=60, env=dict(os.environ, **env))
+    assert p.returncode == expect, (p.returncode, p.stdout, p.stderr)
+    return p
+
+
+@pytest.mark.parametrize("how", ["sized", "pieces", "pipe", "two-frames"])
+def test_big_zst_decoded_while_decompressed(mounts, tmp_path, how):
+    """A .zst whose frames say how big it is (16 MiB+) is decompressed on one
+    thread while the other decodes what has arrived; the rows, their order
+    and the counts are those of the plain file, also cut in hundreds of
+    pieces. Without sizes (a pipe) it is decompressed whole first; two
+    concatenated frames are summed."""
+    if how == "pieces" and not faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    n = 300000
+    bad = {2, 50000, n // 2 + 3, n - 2}
+    text = big_json(n, bad=bad)
+    data = str(tmp_path / "data")
+    write_config(data, {"dev": (json_source("id BIGINT, pad STRING, _corrupt_record STRING"),
+                                None)})
+    src = tmp_path / "src"
+    src.mkdir()
+    if how == "two-frames":
+        cut = text.index("\n", len(text) // 3) + 1
+        a = zstd_sized(str(src / "a.json.zst"), text[:cut])
+        b = zstd_sized(str(src / "b.json.zst"), text[cut:])
+        path = str(src / "big.json.zst")
+        with open(path, "wb") as f:
+            f.write(open(a, "rb").read() + open(b, "rb").read())
+    elif how == "pipe":
+        path = zstd_file(str(src / "big.json.zst"), text.encode())
+    else:
+        path = zstd_sized(str(src / "big.json.zst"), text)
+    land(data, path)
+    p = run_env(data, SMALL_PIECES if how == "pieces" else {})
+    assert p.stdout == "dev: 1 batches, %d rows, %d malformed\n" % (n, len(bad))
+    m = mounts.new(data=data)
+    ids, corrupt = [], []
+    with open(os.path.join(m.mnt, "out", "dev", "part-00000-00000.jsonl")) as f:
+        for i, line in enumerate(f, 1):
+            r = json.loads(line)
+            if "_corrupt_record" in r:
+                corrupt.append(i)
+            else:
+                ids.append(r["id"])
+    assert corrupt == sorted(bad)
+    assert ids == [i for i in range(1, n + 1) if i not in bad]
+
+
+@pytest.mark.parametrize("pieces", [False, True])
+@pytest.mark.parametrize("line", [3, 100000, 299990])
+def test_big_zst_failfast_names_the_line(tmp_path, line, pieces):
+    """FAILFAST in a big .zst names the line in the whole file, whether it
+    is in an early piece, in the middle or in the second thread's tail."""
+    if pieces and not faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    n = 300000
+    data = str(tmp_path / "data")
+    write_config(data, {"dev": (json_source("id BIGINT, pad STRING", mode="FAILFAST"), None)})
+    src = tmp_path / "src"
+    src.mkdir()
+    land(data, zstd_sized(str(src / "big.json.zst"), big_json(n, bad={line})))
+    p = run_env(data, SMALL_PIECES if pieces else {}, expect=1)
+    assert "'in/dev/big.json.zst' line %d:" % line in p.stderr, p.stderr
+
+
+def test_big_zst_truncated_stops_the_query(tmp_path):
+    """A big .zst cut short (its header still says the full size) is not
+    valid zstd: the query stops and names the file; nothing commits."""
+    data = str(tmp_path / "data")
+    write_config(data, {"dev": (json_source("id BIGINT, pad STRING"), None)})
+    src = tmp_path / "src"
+    src.mkdir()
+    path = zstd_sized(str(src / "big.json.zst"), big_json(300000))
+    raw = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(raw[:len(raw) * 2 // 3])
+    land(data, path)
+    p = run(data, expect=1)
+    assert "cannot decompress 'in/dev/big.json.zst': not valid zstd data" in p.stderr, p.stderr
+    assert query_status(data).startswith("dev batch=- ")
+
+
+def test_big_zst_pieces_never_start_at_a_bom(tmp_path):
+    """A byte-order mark only starts a file: a line that begins with one in
+    the middle is malformed JSON. Pieces are never cut before such a line,
+    so it stays malformed however the file is cut."""
+    if not faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    n = 300000
+    lines = ['{"id": %d, "pad": "%s"}' % (i, "x" * 70) for i in range(1, n + 1)]
+    boms = set(range(5, n + 1, 7))
+    for i in boms:
+        lines[i - 1] = "\ufeff" + lines[i - 1]
+    src = tmp_path / "src"
+    src.mkdir()
+    path = zstd_sized(str(src / "big.json.zst"), "\n".join(lines) + "\n")
+    for k, env in enumerate(({}, SMALL_PIECES)):
+        data = str(tmp_path / ("data%d" % k))
+        write_config(data, {"dev": (json_source("id BIGINT, pad STRING", mode="DROPMALFORMED"),
+                                    None)})
+        land(data, path)
+        p = run_env(data, env)
+        assert p.stdout == "dev: 1 batches, %d rows, %d malformed\n" % (n, len(boms)), p.stdout
