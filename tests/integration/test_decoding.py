@@ -636,6 +636,21 @@ def big_json(n, bad=()):
     return "\n".join(out) + "\n"
 
 
+def check_big_json_out(m, n, bad):
+    """out/dev's one part holds big_json(n, bad)'s rows in order, the bad
+    lines as _corrupt_record rows where they were."""
+    ids, corrupt = [], []
+    with open(os.path.join(m.mnt, "out", "dev", "part-00000-00000.jsonl")) as f:
+        for i, line in enumerate(f, 1):
+            r = json.loads(line)
+            if "_corrupt_record" in r:
+                corrupt.append(i)
+            else:
+                ids.append(r["id"])
+    assert corrupt == sorted(bad)
+    assert ids == [i for i in range(1, n + 1) if i not in bad]
+
+
 def test_big_file_failfast_names_the_line_in_its_second_half(tmp_path):
     data = str(tmp_path / "data")
     n = 200000
@@ -655,17 +670,7 @@ def test_big_file_rows_in_order_and_counted(mounts, tmp_path):
     land(data, put(tmp_path, "big.json", big_json(n, bad=bad)))
     assert run(data).stdout == "dev: 1 batches, %d rows, 3 malformed\n" % n
     m = mounts.new(data=data)
-    ids = []
-    corrupt = []
-    with open(os.path.join(m.mnt, "out", "dev", "part-00000-00000.jsonl")) as f:
-        for i, line in enumerate(f, 1):
-            r = json.loads(line)
-            if "_corrupt_record" in r:
-                corrupt.append(i)
-            else:
-                ids.append(r["id"])
-    assert corrupt == sorted(bad)
-    assert ids == [i for i in range(1, n + 1) if i not in bad]
+    check_big_json_out(m, n, bad)
     st = json.loads(open(os.path.join(m.mnt, "status", "dev.json")).read())
     assert st["numInputRows"] == n and st["numMalformedRows"] == 3
 
@@ -774,17 +779,7 @@ def test_big_zst_decoded_while_decompressed(mounts, tmp_path, how):
     land(data, path)
     p = run_env(data, SMALL_PIECES if how == "pieces" else {})
     assert p.stdout == "dev: 1 batches, %d rows, %d malformed\n" % (n, len(bad))
-    m = mounts.new(data=data)
-    ids, corrupt = [], []
-    with open(os.path.join(m.mnt, "out", "dev", "part-00000-00000.jsonl")) as f:
-        for i, line in enumerate(f, 1):
-            r = json.loads(line)
-            if "_corrupt_record" in r:
-                corrupt.append(i)
-            else:
-                ids.append(r["id"])
-    assert corrupt == sorted(bad)
-    assert ids == [i for i in range(1, n + 1) if i not in bad]
+    check_big_json_out(mounts.new(data=data), n, bad)
 
 
 @pytest.mark.parametrize("pieces", [False, True])
