@@ -712,35 +712,30 @@ static void run_inline(struct sl_catalog *cat, struct wreq *r)
 	pthread_mutex_unlock(&cat->q_mu);
 }
 
-static int write_wait(struct sl_catalog *cat, struct wreq *rq);
+/* Runs request r (on the caller's stack) in a group commit and waits for it. */
+static int write_wait(struct sl_catalog *cat, struct wreq *r)
+{
+	if (cat->rdonly)
+		return EROFS;
+	if (!enqueue(cat, r, false)) {
+		run_inline(cat, r);
+		return r->rc;
+	}
+	pthread_mutex_lock(&cat->q_mu);
+	while (!r->finished)
+		pthread_cond_wait(&cat->done_cv, &cat->q_mu);
+	pthread_mutex_unlock(&cat->q_mu);
+	return r->rc;
+}
 
 int sl_catalog_write(struct sl_catalog *cat, sl_apply_fn fn, void *arg)
 {
-	struct wreq r = {.fn = fn, .arg = arg};
-	return write_wait(cat, &r);
+	return write_wait(cat, &(struct wreq){.fn = fn, .arg = arg});
 }
 
 int sl_catalog_write_freeing(struct sl_catalog *cat, sl_apply_fn fn, void *arg)
 {
-	struct wreq r = {.fn = fn, .arg = arg, .frees = true};
-	return write_wait(cat, &r);
-}
-
-static int write_wait(struct sl_catalog *cat, struct wreq *rq)
-{
-	struct wreq r = *rq;
-
-	if (cat->rdonly)
-		return EROFS;
-	if (!enqueue(cat, &r, false)) {
-		run_inline(cat, &r);
-		return r.rc;
-	}
-	pthread_mutex_lock(&cat->q_mu);
-	while (!r.finished)
-		pthread_cond_wait(&cat->done_cv, &cat->q_mu);
-	pthread_mutex_unlock(&cat->q_mu);
-	return r.rc;
+	return write_wait(cat, &(struct wreq){.fn = fn, .arg = arg, .frees = true});
 }
 
 static int write_async(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_done_fn done,

@@ -15,6 +15,7 @@
 
 #include "codec.h"
 #include "err.h"
+#include "fault.h"
 
 /* Maps a zstd error result to our codes: memory, resource limits, bad data. */
 static int zerr(size_t r)
@@ -236,6 +237,32 @@ int sl_codec_content_size(const void *src, size_t len, unsigned long long *size)
 	}
 	*size = total;
 	return 0;
+}
+
+int sl_codec_decompress_into(const void *src, size_t len, void *buf, size_t size,
+			     int (*progress)(void *ctx, size_t n), void *ctx)
+{
+	size_t feed = SL_FAULT_SIZE("zst.feed", 1u << 20); /* compressed bytes per step */
+	struct sl_codec_out out = {buf, size + 1, 0};
+	struct sl_codec_stream *s;
+	int rc = sl_codec_stream_new(size, &s);
+
+	for (size_t fed = 0; rc == 0 && fed < len;) {
+		struct sl_codec_in in = {(const char *)src + fed, len - fed < feed ? len - fed : feed, 0};
+		/* the room never runs out before the limit does: the step's input is all taken */
+		rc = sl_codec_stream_read(s, &in, &out);
+		fed += in.pos;
+		if (rc == 0 && progress)
+			rc = progress(ctx, out.pos);
+	}
+	if (rc == 0)
+		rc = sl_codec_stream_end(s);
+	if (rc == 0 && out.pos != size)
+		rc = SL_ECORRUPT; /* fewer bytes than the headers said */
+	if (rc == EFBIG && out.pos > size)
+		rc = SL_ECORRUPT; /* more */
+	sl_codec_stream_free(s);
+	return rc;
 }
 
 struct sl_codec_writer {

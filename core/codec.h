@@ -88,10 +88,23 @@ int sl_codec_stream_end(const struct sl_codec_stream *s);
 int sl_codec_content_size(const void *src, size_t len, unsigned long long *size);
 
 /*
+ * Decompresses the len bytes at src, whose frames declare size bytes in
+ * all, into buf (room for size + 1 bytes: one more shows a file longer than
+ * its headers say), calling progress(ctx, n) whenever the first n bytes of
+ * buf are final; a nonzero return from it stops the work and is returned.
+ * Returns 0 once exactly size bytes were made; SL_ECORRUPT when the input
+ * is not valid zstd, is truncated, or makes more or fewer bytes than its
+ * headers say; EFBIG for a window beyond 128 MiB; ENOMEM.
+ */
+int sl_codec_decompress_into(const void *src, size_t len, void *buf, size_t size,
+			     int (*progress)(void *ctx, size_t n), void *ctx);
+
+/*
  * Streaming compression, for a part written a slice at a time: the slices
  * given in order become one zstd frame with a checksum, as
  * sl_codec_compress() makes of their concatenation, except that the frame
- * header records no content size (the total is not known up front).
+ * header records no content size (the total is not known up front) unless
+ * the first call ends the frame.
  */
 struct sl_codec_writer;
 

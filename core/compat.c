@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "compat.h"
-#include "strbuf.h"
 #include "err.h"
+#include "strbuf.h"
 
 #define VERSION_PREFIX "sluice-compat "
 #define VERSION 1

@@ -28,7 +28,6 @@
 #include "rowkey.h"
 #include "state.h"
 
-
 struct sl_dedup {
 	const struct sl_query_config *q;
 	struct sl_state_space sp, ex;
@@ -171,7 +170,8 @@ static int evict_exp(void *ctx, const void *skey, size_t sklen, const void *rk, 
 	memcpy(dkey, skey, 4);
 	dkey[4] = SL_STATE_DEDUP;
 	memcpy(dkey + 5, (const unsigned char *)rk + 8, rklen - 8);
-	if ((w->err = sl_state_evict_add(&w->d->ev, skey, sklen)) || (w->err = sl_state_evict_add(&w->d->ev, dkey, dlen)))
+	if ((w->err = sl_state_evict_add(&w->d->ev, skey, sklen)) ||
+	    (w->err = sl_state_evict_add(&w->d->ev, dkey, dlen)))
 		return 1;
 	w->removed++;
 	w->bytes += sl_state_entry_bytes(full, 8) + sklen + 4; /* the 'D' and 'E' entries */
@@ -193,17 +193,11 @@ int sl_dedup_begin(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *
 	return 0;
 }
 
-/* One row's key, hashed and its slot prefetched before it is looked up. */
-struct pending {
-	size_t row, off, len;
-	uint64_t h;
-};
-
-#define AHEAD 16
+#define AHEAD 16 /* keys hashed and prefetched before the first of them is looked up */
 
 /* Looks up and adds the pending keys, in row order. */
 static int settle(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b, uint8_t *keep,
-		  const struct pending *p, size_t n, int64_t wm_ms, struct sl_op_metrics *m)
+		  const struct sl_kmap_ahead *p, size_t n, int64_t wm_ms, struct sl_op_metrics *m)
 {
 	const struct sl_query_config *q = d->q;
 	int rc;
@@ -256,7 +250,7 @@ static int settle(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b
 int sl_dedup_rows(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b, uint8_t *keep,
 		  size_t from, size_t to, int64_t wm_ms, struct sl_op_metrics *m)
 {
-	struct pending p[AHEAD];
+	struct sl_kmap_ahead p[AHEAD];
 	size_t n = 0;
 	int rc;
 
@@ -267,9 +261,7 @@ int sl_dedup_rows(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b
 		size_t off = d->kb.len;
 		if ((rc = sl_rowkey_encode(b, r, d->cols, d->ncols, &d->kb)))
 			return rc;
-		p[n] = (struct pending){.row = r, .off = off, .len = d->kb.len - off};
-		p[n].h = sl_kmap_hash_key(d->kb.data + off, p[n].len);
-		sl_kmap_prefetch(&d->seen, p[n].h);
+		p[n] = sl_kmap_ahead_key(&d->seen, r, d->kb.data, off, d->kb.len);
 		if (++n == AHEAD) {
 			if ((rc = settle(d, t, b, keep, p, n, wm_ms, m)))
 				return rc;

@@ -91,7 +91,7 @@ int sl_engine_checkpoint_get(struct sl_txn *t, uint32_t qid, char kind, uint64_t
 /* A JSON string literal of s (RFC 8259 escapes). */
 static void text_json_string(struct sl_strbuf *b, const char *s)
 {
-	sl_strbuf_add(b, "\"", 1);
+	sl_strbuf_addc(b, '"');
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		if (*p == '"' || *p == '\\') {
 			char e[2] = {'\\', (char)*p};
@@ -102,7 +102,7 @@ static void text_json_string(struct sl_strbuf *b, const char *s)
 			sl_strbuf_add(b, (const char *)p, 1);
 		}
 	}
-	sl_strbuf_add(b, "\"", 1);
+	sl_strbuf_addc(b, '"');
 }
 
 /* ---- 1. plan ---- */
@@ -458,7 +458,7 @@ static int plan_nodata(struct sl_txn *t, struct plan *p)
 		qkey(key, sizeof(key), p->qid, "bwm");
 		rc = sl_cat_meta_put(t, key, (uint64_t)p->wm_ms);
 	}
-	free(off.p);
+	sl_strbuf_release(&off);
 	return rc;
 }
 
@@ -586,8 +586,8 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 		rc = sl_cat_meta_put(t, key, (uint64_t)p->wm_ms);
 	}
 	free(rec);
-	free(off.p);
-	free(src.p);
+	sl_strbuf_release(&off);
+	sl_strbuf_release(&src);
 	return rc;
 }
 
@@ -807,13 +807,12 @@ static int decode_split(struct plan *p, struct sl_decoder *dec, const char *path
  * latter part. Decompression and decoding overlap instead of following
  * each other, and the result is sl_decode_file()'s over the whole.
  */
-#define ZFEED (1u << 20)  /* compressed bytes fed to zstd at a time */
 #define ZPIECE (8u << 20) /* decompressed bytes this thread waits for before decoding */
 
 struct zpipe {
 	const char *src;  /* the compressed file */
 	size_t srclen;
-	char *buf;        /* size + 1 bytes: one more tells a lying header */
+	char *buf;        /* size + 1 bytes (see sl_codec_decompress_into) */
 	size_t size;      /* what the frame headers declare */
 	struct half *h;
 	pthread_mutex_t mu;
@@ -826,50 +825,27 @@ struct zpipe {
 	size_t tail_from;
 };
 
-static void zpipe_publish(struct zpipe *z, size_t avail, bool done, int zrc, bool *stop)
+/* Decompression's progress: n bytes are there (ECANCELED once the decoder gave up). */
+static int zpipe_progress(void *ctx, size_t n)
 {
+	struct zpipe *z = ctx;
 	pthread_mutex_lock(&z->mu);
-	z->avail = avail;
-	z->done = done;
-	z->zrc = zrc;
-	*stop = z->stop;
+	z->avail = n;
+	bool stop = z->stop;
 	pthread_cond_broadcast(&z->cv);
 	pthread_mutex_unlock(&z->mu);
+	return stop ? ECANCELED : 0;
 }
 
 static void *zpipe_main(void *arg)
 {
 	struct zpipe *z = arg;
-	struct sl_codec_stream *s = NULL;
-	struct sl_codec_out out = {z->buf, z->size + 1, 0};
-	size_t feed = SL_FAULT_SIZE("zst.feed", ZFEED);
-	bool stop = false;
-	int rc = sl_codec_stream_new(z->size, &s);
+	int rc = sl_codec_decompress_into(z->src, z->srclen, z->buf, z->size, zpipe_progress, z);
 
-	for (size_t fed = 0; rc == 0 && !stop && fed < z->srclen;) {
-		struct sl_codec_in in = {z->src + fed, z->srclen - fed < feed ? z->srclen - fed : feed, 0};
-		while (rc == 0 && in.pos < in.len && out.pos < out.len)
-			rc = sl_codec_stream_read(s, &in, &out);
-		fed += in.pos;
-		if (rc == 0 && out.pos == out.len)
-			rc = SL_ECORRUPT; /* more than its headers said */
-		zpipe_publish(z, out.pos, false, 0, &stop);
-	}
-	if (rc == 0 && !stop) /* zstd may hold decoded bytes: drain them */
-		for (size_t before = SIZE_MAX; rc == 0 && out.pos != before && out.pos < out.len;) {
-			struct sl_codec_in none = {"", 0, 0};
-			before = out.pos;
-			rc = sl_codec_stream_read(s, &none, &out);
-		}
-	if (rc == 0 && !stop)
-		rc = sl_codec_stream_end(s);
-	if (rc == 0 && !stop && out.pos != z->size)
-		rc = SL_ECORRUPT;
-	if (rc == EFBIG && out.pos > z->size)
-		rc = SL_ECORRUPT;
-	sl_codec_stream_free(s);
-	zpipe_publish(z, out.pos, true, rc, &stop);
 	pthread_mutex_lock(&z->mu);
+	z->done = true;
+	z->zrc = rc;
+	pthread_cond_broadcast(&z->cv);
 	while (!z->tail_set)
 		pthread_cond_wait(&z->cv, &z->mu);
 	size_t from = z->tail_from;
@@ -1337,10 +1313,6 @@ static int intent_del_apply(struct sl_txn *t, void *arg)
 	return sl_cat_del(t, SL_TABLE_QLOG, k, sizeof(k));
 }
 
-/*
- * Carries out the query's cleanSource intents (idempotent), oldest first;
- * at start this redoes what a crash interrupted.
- */
 /*
  * Carries out the intents of kind ('x' cleanSource, 'g' replaced parts) of
  * query qid, oldest first: act(ctx, ids, n) on each entry's file ids, then

@@ -303,12 +303,7 @@ int sl_groupby_begin(struct sl_groupby *g, struct sl_txn *t, const struct sl_bat
  */
 #define AHEAD 16
 
-struct pending {
-	size_t row, off, len;
-	uint64_t h;
-};
-
-static int add_pending(struct sl_groupby *g, const struct sl_batch *b, struct pending *p,
+static int add_pending(struct sl_groupby *g, const struct sl_batch *b, struct sl_kmap_ahead *p,
 		       size_t n, char *err, size_t errlen)
 {
 	/* the slots are in cache by now: fetch the keys and states they point at */
@@ -324,18 +319,6 @@ static int add_pending(struct sl_groupby *g, const struct sl_batch *b, struct pe
 			return rc;
 	}
 	sl_keybuf_clear(&g->kb);
-	return 0;
-}
-
-static int push_key(struct sl_groupby *g, struct pending *p, size_t *n, size_t row, size_t off)
-{
-	p[*n].row = row;
-	p[*n].off = off;
-	p[*n].len = g->kb.len - off;
-	/* g->kb.data may move while more keys are added: hash now, read later */
-	p[*n].h = sl_kmap_hash_key(g->kb.data + off, p[*n].len);
-	sl_kmap_prefetch(&g->groups, p[*n].h);
-	(*n)++;
 	return 0;
 }
 
@@ -400,7 +383,7 @@ int sl_groupby_rows(struct sl_groupby *g, const struct sl_batch *b, const uint8_
 		    size_t from, size_t to, char *err, size_t errlen)
 {
 	const struct sl_query_config *q = g->q;
-	struct pending p[AHEAD + 64];
+	struct sl_kmap_ahead p[AHEAD + 64];
 	size_t n = 0;
 	int rc;
 
@@ -412,7 +395,7 @@ int sl_groupby_rows(struct sl_groupby *g, const struct sl_batch *b, const uint8_
 			size_t off = g->kb.len;
 			if ((rc = sl_rowkey_encode(b, r, q->group, q->ngroup, &g->kb)))
 				return rc;
-			push_key(g, p, &n, r, off);
+			p[n++] = sl_kmap_ahead_key(&g->groups, r, g->kb.data, off, g->kb.len);
 		} else if (!sl_batch_is_null(b, r, q->win_col)) { /* a null joins no window */
 			size_t nw = sl_window_assign(b->cols[q->win_col].cells[r].i,
 						     q->win_duration_us, q->win_slide_us, g->wins,
@@ -423,7 +406,7 @@ int sl_groupby_rows(struct sl_groupby *g, const struct sl_batch *b, const uint8_
 								  g->wins[k].end)) ||
 				    (rc = sl_rowkey_encode(b, r, q->group, q->ngroup, &g->kb)))
 					return rc;
-				push_key(g, p, &n, r, off);
+				p[n++] = sl_kmap_ahead_key(&g->groups, r, g->kb.data, off, g->kb.len);
 				if (n == sizeof(p) / sizeof(p[0])) {
 					if ((rc = add_pending(g, b, p, n, err, errlen)))
 						return rc;

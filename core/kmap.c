@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "kmap.h"
 #include "mem.h"
@@ -20,32 +19,15 @@ struct sl_kmap_slot { /* 16 bytes: sl_kmap_prefetch() knows */
 };
 
 /*
- * Slot arrays of 2 MiB or more are mapped with transparent huge pages
- * asked for: a big table is probed at random, and 4 KiB pages would cost a
- * TLB miss (and a page fault to zero) per probe.
+ * Slot arrays ask for transparent huge pages (mem.h): a big table is
+ * probed at random, and 4 KiB pages would cost a TLB miss (and a page fault
+ * to zero) per probe.
  */
-#define BIG_SLOTS (2u << 20)
-
 static struct sl_kmap_slot *slots_alloc(size_t n)
 {
-	size_t bytes = n * sizeof(struct sl_kmap_slot);
-	if (bytes < BIG_SLOTS)
-		return calloc(n, sizeof(struct sl_kmap_slot));
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	madvise(p, bytes, MADV_HUGEPAGE); /* a hint: fine when refused */
-	return p;
-}
-
-static void slots_free(struct sl_kmap_slot *slots, size_t n)
-{
-	if (!slots)
-		return;
-	if (n * sizeof(struct sl_kmap_slot) < BIG_SLOTS)
-		free(slots);
-	else
-		munmap(slots, n * sizeof(struct sl_kmap_slot));
+	struct sl_kmap_slot *slots = calloc(n, sizeof(*slots));
+	sl_mem_huge(slots, n * sizeof(*slots));
+	return slots;
 }
 
 static inline uint64_t read64(const unsigned char *p)
@@ -90,7 +72,7 @@ void sl_kmap_init(struct sl_kmap *m)
 
 void sl_kmap_release(struct sl_kmap *m)
 {
-	slots_free(m->slots, m->slots ? m->mask + 1 : 0);
+	free(m->slots);
 	free(m->keys);
 	free(m->arena);
 	sl_kmap_init(m);
@@ -144,7 +126,7 @@ static int rehash(struct sl_kmap *m)
 			s = (s + 1) & mask;
 		slots[s] = sl;
 	}
-	slots_free(m->slots, m->slots ? m->mask + 1 : 0);
+	free(m->slots);
 	m->slots = slots;
 	m->mask = mask;
 	return 0;

@@ -67,6 +67,24 @@ static inline void sl_kmap_prefetch(const struct sl_kmap *m, uint64_t h)
 }
 int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64_t h,
 			  uint32_t *idx, bool *added);
+
+/*
+ * A key made ahead of its lookup: row's key at buf[off, end) of the
+ * caller's key buffer (kept by offset: the buffer may move as more keys are
+ * added), hashed and its slot prefetched by sl_kmap_ahead_key().
+ */
+struct sl_kmap_ahead {
+	size_t row, off, len;
+	uint64_t h;
+};
+static inline struct sl_kmap_ahead sl_kmap_ahead_key(const struct sl_kmap *m, size_t row,
+						     const unsigned char *buf, size_t off,
+						     size_t end)
+{
+	struct sl_kmap_ahead a = {row, off, end - off, sl_kmap_hash_key(buf + off, end - off)};
+	sl_kmap_prefetch(m, a.h);
+	return a;
+}
 /*
  * The second step of that: once the slot is in cache, prefetches the key's
  * bytes of the first slot whose tag matches h, and returns its index + 1

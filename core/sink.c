@@ -19,7 +19,6 @@
 #define NAME_MAX_BYTES 255 /* longest folder name Linux accepts */
 #define DEFAULT_PARTITION "__HIVE_DEFAULT_PARTITION__"
 
-
 /*
  * The length of the UTF-8 sequence at s (n > 0 bytes available). *valid
  * tells whether it is a well-formed character; when not, the length is

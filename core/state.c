@@ -170,45 +170,21 @@ int sl_state_del_raw(struct sl_txn *t, const void *skey, size_t sklen)
 
 int sl_state_evict_add(struct sl_state_evict *ev, const void *k, size_t len)
 {
-	if (ev->len + len > ev->cap) {
-		size_t cap = ev->cap ? ev->cap * 2 : 4096;
-		while (cap < ev->len + len)
-			cap *= 2;
-		unsigned char *p = realloc(ev->keys, cap);
-		if (!p)
-			return ENOMEM;
-		ev->keys = p;
-		ev->cap = cap;
-	}
-	if (ev->n == ev->ncap) {
-		size_t cap = ev->ncap ? ev->ncap * 2 : 256;
-		size_t *p = realloc(ev->lens, cap * sizeof(*p));
-		if (!p)
-			return ENOMEM;
-		ev->lens = p;
-		ev->ncap = cap;
-	}
-	memcpy(ev->keys + ev->len, k, len);
-	ev->len += len;
-	ev->lens[ev->n++] = len;
-	return 0;
-}
-
-void sl_state_evict_release(struct sl_state_evict *ev)
-{
-	free(ev->keys);
-	free(ev->lens);
-	memset(ev, 0, sizeof(*ev));
+	uint32_t n = (uint32_t)len;
+	sl_strbuf_add(&ev->keys, &n, sizeof(n));
+	sl_strbuf_add(&ev->keys, k, len);
+	return ev->keys.oom ? ENOMEM : 0;
 }
 
 int sl_state_evict_apply(const struct sl_state_evict *ev, struct sl_txn *t)
 {
-	size_t off = 0;
-	for (size_t i = 0; i < ev->n; i++) {
-		int rc = sl_state_del_raw(t, ev->keys + off, ev->lens[i]);
+	for (size_t off = 0; off < ev->keys.len;) {
+		uint32_t n;
+		memcpy(&n, ev->keys.p + off, sizeof(n));
+		int rc = sl_state_del_raw(t, ev->keys.p + off + sizeof(n), n);
 		if (rc)
 			return rc;
-		off += ev->lens[i];
+		off += sizeof(n) + n;
 	}
 	return 0;
 }

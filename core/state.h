@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "strbuf.h"
+
 struct sl_txn;
 
 #define SL_STATE_KEY_INLINE 400
@@ -95,14 +97,19 @@ int sl_state_del_raw(struct sl_txn *t, const void *skey, size_t sklen);
  * Zero-initialise; sl_state_evict_clear() empties it keeping its memory.
  */
 struct sl_state_evict {
-	unsigned char *keys; /* back to back */
-	size_t len, cap;
-	size_t *lens;
-	size_t n, ncap;
+	struct sl_strbuf keys; /* each a u32 length (host order), then its bytes */
 };
+/* 0 or ENOMEM. */
 int sl_state_evict_add(struct sl_state_evict *ev, const void *skey, size_t sklen);
-static inline void sl_state_evict_clear(struct sl_state_evict *ev) { ev->len = ev->n = 0; }
-void sl_state_evict_release(struct sl_state_evict *ev);
+static inline void sl_state_evict_clear(struct sl_state_evict *ev)
+{
+	ev->keys.len = 0;
+	ev->keys.oom = false;
+}
+static inline void sl_state_evict_release(struct sl_state_evict *ev)
+{
+	sl_strbuf_release(&ev->keys);
+}
 /* Deletes every key of ev in t. */
 int sl_state_evict_apply(const struct sl_state_evict *ev, struct sl_txn *t);
 

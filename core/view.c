@@ -15,8 +15,8 @@
 
 #include "catalog.h"
 #include "engine.h"
-#include "json.h"
 #include "err.h"
+#include "json.h"
 #include "source.h"
 #include "view.h"
 

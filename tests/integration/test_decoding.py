@@ -733,10 +733,6 @@ def zstd_sized(path, text):
     return path
 
 
-def faults_compiled():
-    return "(faults)" in util.sluice("--version").stdout
-
-
 # a test build's knob: decompress 4 KiB of input at a time and decode every
 # piece that arrived, so that the pieces have hundreds of boundaries
 SMALL_PIECES = {"SLUICE_FAULT_SIZE": "zst.feed:4096,zst.piece:4096"}
@@ -755,7 +751,7 @@ def test_big_zst_decoded_while_decompressed(mounts, tmp_path, how):
     and the counts are those of the plain file, also cut in hundreds of
     pieces. Without sizes (a pipe) it is decompressed whole first; two
     concatenated frames are summed."""
-    if how == "pieces" and not faults_compiled():
+    if how == "pieces" and not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     n = 300000
     bad = {2, 50000, n // 2 + 3, n - 2}
@@ -787,7 +783,7 @@ def test_big_zst_decoded_while_decompressed(mounts, tmp_path, how):
 def test_big_zst_failfast_names_the_line(tmp_path, line, pieces):
     """FAILFAST in a big .zst names the line in the whole file, whether it
     is in an early piece, in the middle or in the second thread's tail."""
-    if pieces and not faults_compiled():
+    if pieces and not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     n = 300000
     data = str(tmp_path / "data")
@@ -820,7 +816,7 @@ def test_big_zst_pieces_never_start_at_a_bom(tmp_path):
     """A byte-order mark only starts a file: a line that begins with one in
     the middle is malformed JSON. Pieces are never cut before such a line,
     so it stays malformed however the file is cut."""
-    if not faults_compiled():
+    if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     n = 300000
     lines = ['{"id": %d, "pad": "%s"}' % (i, "x" * 70) for i in range(1, n + 1)]

@@ -345,7 +345,7 @@ def test_clean_source_in_a_mount_forgets_cached_names(mounts, tmp_path):
 
 
 def test_interrupted_clean_is_redone(mounts, tmp_path):
-    if "(faults)" not in util.sluice("--version").stdout:
+    if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     data = str(tmp_path / "data")
     write_config(data, {"cleanSource": "delete", "maxFilesPerTrigger": 1})

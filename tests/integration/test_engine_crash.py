@@ -47,11 +47,6 @@ def setup_backlog(tmp_path, files_n=FILES, rows=ROWS, sink=None):
     return data
 
 
-def faults_compiled():
-    p = util.sluice("--version")
-    return "(faults)" in p.stdout
-
-
 def run_once(data, env=None, kill_after=None):
     """Runs sluice run; optionally kill -9 after kill_after seconds."""
     e = dict(os.environ)
@@ -111,7 +106,7 @@ def check_consistent(data):
                                    "engine.before_commit", "catalog.before_commit",
                                    "engine.after_commit"])
 def test_fault_points_then_final_run(mounts, tmp_path, point):
-    if not faults_compiled():
+    if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     data = setup_backlog(tmp_path)
     died = 0
@@ -130,7 +125,7 @@ def test_streamed_parts_survive_faults(mounts, tmp_path, compression):
     rows at a time by the stage thread while the commit writes. Killed at
     its fault points, failing its writes and killed at random, a final run
     still has every row exactly once and every blob named."""
-    if not faults_compiled():
+    if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     files_n, rows = 6, 20000
     data = setup_backlog(tmp_path, files_n, rows, {"format": "json",
@@ -173,7 +168,7 @@ def test_check_finds_a_missing_blob(tmp_path):
 
 def test_injected_enospc_on_a_part_then_recovery(mounts, tmp_path):
     """A batch that cannot write its output fails whole; the next run does it."""
-    if not faults_compiled():
+    if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     data = setup_backlog(tmp_path)
     rc, out, err = run_once(data, env={"SLUICE_FAULT_ERR": "blob.fsync:1:ENOSPC"})
@@ -188,7 +183,7 @@ def test_injected_enospc_on_a_part_then_recovery(mounts, tmp_path):
 
 @pytest.mark.allow_stderr(r"will not land|No space")
 def test_injected_write_error_poisons_only_that_file(mounts, tmp_path):
-    if not faults_compiled():
+    if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     data = str(tmp_path / "data")
     m = mounts.new(data=data, env=dict(os.environ, SLUICE_FAULT_ERR="blob.write:2:ENOSPC"))

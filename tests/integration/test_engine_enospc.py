@@ -17,7 +17,6 @@ import errno
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -43,26 +42,14 @@ def tmpfs(request, tmp_path, mounts):
     def make(size="32m"):
         d = tmp_path / ("tmpfs%d" % len(made))
         d.mkdir()
-        p = util.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", str(d)])
-        if p.returncode != 0:
-            pytest.skip("cannot mount a tmpfs: %s" % p.stderr.decode(errors="replace").strip())
+        util.mount_tmpfs(d, size)
         made.append(d)
         return d
 
     yield make
     mounts.finish(request)  # unmount FUSE first: the daemon holds files on the tmpfs
     for d in made:
-        for _ in range(50):
-            if util.run(["umount", str(d)], timeout=10).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            util.run(["umount", "-l", str(d)], timeout=10)
-
-
-def free_bytes(path):
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
+        util.umount_tmpfs(d)
 
 
 def fill(fs, leave=0):
@@ -71,7 +58,7 @@ def fill(fs, leave=0):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         size = os.fstat(fd).st_size
-        want = free_bytes(fs) - leave
+        want = util.free_bytes(fs) - leave
         if want > 0:
             os.posix_fallocate(fd, size, want)
             size += want
@@ -357,7 +344,7 @@ def test_catalog_growth_enospc(tmpfs, mounts):
 
     # deletions of files no query holds still commit on the full disk
     fill(tmpfs)
-    assert free_bytes(tmpfs) == 0
+    assert util.free_bytes(tmpfs) == 0
     for name, _ in landed[:20]:
         os.unlink(name)
     os.unlink(m.inp("dev", "done.json"))  # committed by its query

@@ -18,22 +18,10 @@ def tmpfs_data(request, tmp_path, mounts):
     """A 64 MiB tmpfs as the data dir; unmounted after the FUSE mounts."""
     d = tmp_path / "tmpfs"
     d.mkdir()
-    p = util.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", str(d)])
-    if p.returncode != 0:
-        pytest.skip("cannot mount a tmpfs: %s" % p.stderr.decode(errors="replace").strip())
+    util.mount_tmpfs(d, "64m")
     yield d
     mounts.finish(request)  # unmount FUSE first: the daemon holds files on the tmpfs
-    for _ in range(50):
-        if util.run(["umount", str(d)], timeout=10).returncode == 0:
-            break
-        time.sleep(0.1)
-    else:
-        util.run(["umount", "-l", str(d)], timeout=10)
-
-
-def free_bytes(path):
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
+    util.umount_tmpfs(d)
 
 
 @pytest.mark.timeout(90)
@@ -43,7 +31,7 @@ def test_enospc_poisons_and_frees(tmpfs_data, mounts):
     write_file(m.inp("before.json"), b"landed before\n")
     d0 = m.wait_landed()
     time.sleep(0.2)
-    free0 = free_bytes(tmpfs_data)
+    free0 = util.free_bytes(tmpfs_data)
     assert free0 < 64 * MiB
 
     failed_at = None
@@ -71,8 +59,8 @@ def test_enospc_poisons_and_frees(tmpfs_data, mounts):
     assert d["bytesLanded"] == d0["bytesLanded"]
     assert util.refused(d, "ENOSPC") >= 1, d
     # the poisoned file's bytes are freed at its release
-    util.wait_for(lambda: free_bytes(tmpfs_data) >= free0 - 4 * MiB, 15,
-                  "the space to come back (free %d, was %d)" % (free_bytes(tmpfs_data), free0))
+    util.wait_for(lambda: util.free_bytes(tmpfs_data) >= free0 - 4 * MiB, 15,
+                  "the space to come back (free %d, was %d)" % (util.free_bytes(tmpfs_data), free0))
 
     # the next file lands, and the earlier one is intact
     write_file(m.inp("after.json"), b"landed after\n")
@@ -94,7 +82,7 @@ def test_enospc_poisons_and_frees(tmpfs_data, mounts):
 def test_enospc_cp_fails_and_nothing_lands(tmpfs_data, mounts, src):
     m = mounts.new(data=tmpfs_data)
     time.sleep(0.2)
-    free0 = free_bytes(tmpfs_data)
+    free0 = util.free_bytes(tmpfs_data)
     big = src / "big.bin"
     with open(big, "wb") as f:
         f.truncate(0)
@@ -109,8 +97,8 @@ def test_enospc_cp_fails_and_nothing_lands(tmpfs_data, mounts, src):
     assert util.refused(d, "ENOSPC") >= 1, d
     # the bytes are freed at the poisoned file's last RELEASE, which the
     # kernel sends asynchronously after cp's close
-    util.wait_for(lambda: free_bytes(tmpfs_data) >= free0 - 4 * MiB, 15,
-                  "the space to come back (free %d, was %d)" % (free_bytes(tmpfs_data), free0))
+    util.wait_for(lambda: util.free_bytes(tmpfs_data) >= free0 - 4 * MiB, 15,
+                  "the space to come back (free %d, was %d)" % (util.free_bytes(tmpfs_data), free0))
     write_file(m.inp("small.json"), b"small\n")
     d = m.wait_landed()
     assert d["filesLanded"] == 1

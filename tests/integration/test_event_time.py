@@ -434,14 +434,10 @@ def test_state_survives_remount_and_kill9(mounts, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-def faults_compiled():
-    return "(faults)" in util.sluice("--version").stdout
-
-
 @pytest.mark.parametrize("point", ["engine.after_offsets", "engine.before_commit",
                                    "engine.after_commit", "catalog.after_commit"])
 def test_state_exactly_once_at_fault_points(mounts, tmp_path, point):
-    if not faults_compiled():
+    if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     files = stateful_inputs(tmp_path, 6)
     ref = str(tmp_path / "ref")
@@ -471,7 +467,7 @@ def test_state_exactly_once_at_fault_points(mounts, tmp_path, point):
 def test_complete_mode_large_snapshot_killed_after_commit(mounts, tmp_path):
     """Parts above the inline limit are blobs: the replaced snapshot's blob
     goes even when the process dies right after the commit that replaced it."""
-    if not faults_compiled():
+    if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     data = str(tmp_path / "data")
     agg_config(data, "complete")

@@ -399,6 +399,34 @@ def expect_errno(err, fn, *args, **kw):
         errno.errorcode[err], errno.errorcode.get(ei.value.errno), ei.value)
 
 
+def faults_compiled():
+    """Whether the binary was built with fault points (-Dfaults=true)."""
+    return "(faults)" in sluice("--version").stdout
+
+
+def mount_tmpfs(path, size):
+    """A tmpfs of size (mount -o size=) at path, an existing folder; skips
+    the test when tmpfs cannot be mounted here."""
+    p = run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", str(path)])
+    if p.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: %s" % p.stderr.decode(errors="replace").strip())
+
+
+def umount_tmpfs(path):
+    """Unmounts a tmpfs, retrying while a daemon that just exited still holds
+    files on it; lazily at last."""
+    for _ in range(50):
+        if run(["umount", str(path)], timeout=10).returncode == 0:
+            return
+        time.sleep(0.1)
+    run(["umount", "-l", str(path)], timeout=10)
+
+
+def free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
 def count_files(root):
     n = 0
     for _dirpath, _dirs, files in os.walk(root):

@@ -5,6 +5,7 @@
  * size-less frames, the output limit, corrupt input, streaming in pieces.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "check.h"
@@ -418,6 +419,87 @@ static void test_writer_slices(void)
 	free(src);
 }
 
+struct steps {
+	size_t calls, last;
+	bool grew; /* every call saw at least as many bytes as the one before */
+	size_t stop_at; /* 0: never stop */
+};
+
+static int count_steps(void *ctx, size_t n)
+{
+	struct steps *st = ctx;
+	st->grew = st->grew && n >= st->last;
+	st->last = n;
+	st->calls++;
+	return st->stop_at && st->calls == st->stop_at ? ECANCELED : 0;
+}
+
+/*
+ * Decompressing into a buffer of the declared size: the sizes the headers
+ * declare (summed over frames; unknown from a pipe), the bytes, progress
+ * that only grows, a stop from it, and a file longer, shorter or cut short
+ * against its headers refused.
+ */
+static void test_decompress_into(void)
+{
+	size_t n = 3 << 20;
+	unsigned char *src = malloc(n), *buf = malloc(n + 1);
+	void *z, *z2, *zz;
+	size_t zlen, z2len;
+	unsigned long long size;
+
+	CHECK(src && buf);
+	fill(src, n, 5);
+	CHECK_OK(sl_codec_compress(src, n, SL_CODEC_LEVEL_DEFAULT, &z, &zlen));
+	CHECK_OK(sl_codec_content_size(z, zlen, &size));
+	CHECK(size == n);
+	struct steps st = {.grew = true};
+	CHECK_OK(sl_codec_decompress_into(z, zlen, buf, n, count_steps, &st));
+	CHECK(!memcmp(buf, src, n) && st.grew && st.last == n && st.calls >= 1);
+	/* two frames: sizes summed, bytes joined */
+	CHECK_OK(sl_codec_compress(src, 1000, SL_CODEC_LEVEL_DEFAULT, &z2, &z2len));
+	CHECK((zz = malloc(zlen + z2len)));
+	memcpy(zz, z, zlen);
+	memcpy((char *)zz + zlen, z2, z2len);
+	CHECK_OK(sl_codec_content_size(zz, zlen + z2len, &size));
+	CHECK(size == n + 1000);
+	unsigned char *big = malloc(n + 1001);
+	CHECK(big);
+	CHECK_OK(sl_codec_decompress_into(zz, zlen + z2len, big, n + 1000, NULL, NULL));
+	CHECK(!memcmp(big, src, n) && !memcmp(big + n, src, 1000));
+	/* headers that lie: one byte less or more than said; a file cut short */
+	CHECK(sl_codec_decompress_into(z, zlen, buf, n - 1, NULL, NULL) == SL_ECORRUPT);
+	CHECK(sl_codec_decompress_into(zz, zlen + z2len, big, n + 1000 + 1, NULL, NULL) ==
+	      SL_ECORRUPT);
+	CHECK(sl_codec_decompress_into(z, zlen / 2, buf, n, NULL, NULL) == SL_ECORRUPT);
+	CHECK(sl_codec_decompress_into("not zstd at all", 15, buf, n, NULL, NULL) == SL_ECORRUPT);
+	/* the progress callback stops it */
+	st = (struct steps){.grew = true, .stop_at = 1};
+	CHECK(sl_codec_decompress_into(z, zlen, buf, n, count_steps, &st) == ECANCELED);
+	CHECK(st.calls == 1);
+	/* a frame without its size (as from a pipe), and nothing: unknown */
+	struct sl_codec_writer *w;
+	const void *wout;
+	size_t wlen;
+	CHECK_OK(sl_codec_writer_new(SL_CODEC_LEVEL_DEFAULT, &w));
+	unsigned char frame[2048];
+	size_t flen;
+	CHECK_OK(sl_codec_writer_put(w, src, 1000, false, &wout, &wlen));
+	memcpy(frame, wout, flen = wlen);
+	CHECK_OK(sl_codec_writer_put(w, "", 0, true, &wout, &wlen));
+	CHECK(flen + wlen <= sizeof(frame));
+	memcpy(frame + flen, wout, wlen);
+	CHECK(sl_codec_content_size(frame, flen + wlen, &size) == ENOENT);
+	sl_codec_writer_free(w);
+	CHECK(sl_codec_content_size("", 0, &size) == ENOENT);
+	free(big);
+	free(zz);
+	free(z2);
+	free(z);
+	free(buf);
+	free(src);
+}
+
 int main(void)
 {
 	test(test_round_trip);
@@ -428,5 +510,6 @@ int main(void)
 	test(test_corrupt);
 	test(test_stream_pieces);
 	test(test_writer_slices);
+	test(test_decompress_into);
 	return test_exit();
 }
