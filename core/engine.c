@@ -53,7 +53,20 @@
 
 #define ZST_LIMIT (4ull << 30) /* a compressed input may expand to 4 GiB */
 
-static int64_t now_ns(void)
+/*
+ * Two clocks, never mixed: durations (durationMs, rates) are differences of
+ * CLOCK_MONOTONIC readings, as stage.c's done_ns, so that a step of the wall
+ * clock cannot make one negative; what is shown as a time of day
+ * (batchTimestampMs, timestamp, the mtimes of out/) is CLOCK_REALTIME.
+ */
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static int64_t wall_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -111,6 +124,7 @@ struct planned {
 	uint64_t id, seq, size;
 	int64_t landed_ms;  /* the file's landing time, for sources/0/K */
 	int64_t clock_us;   /* its age clock (landing time or mtime) */
+	bool seen;          /* skipped: its seen-set key was seen (else: too old) */
 	char path[4096];    /* in/-relative */
 };
 
@@ -138,7 +152,7 @@ struct plan {
 	const struct sl_query_config *q;
 	uint32_t qid;
 	char run_id[40];         /* this run's id, for progress reports */
-	int64_t prev_trigger_ms; /* the previous trigger's start, 0 before the first */
+	int64_t prev_t0_ns;      /* the previous trigger's start (monotonic), 0 before the first */
 	int64_t apply_ns;        /* time the plan's apply took (latestOffset) */
 	uint64_t seq_limit;      /* availableNow: what landed at start */
 	bool ignore_caps;        /* trigger once: one batch takes everything */
@@ -153,8 +167,7 @@ struct plan {
 	int64_t wm_ms;           /* the batch's watermark (batchWatermarkMs) */
 	struct planned *files;
 	size_t n, cap;
-	uint64_t skipped;        /* skippedByMaxFileAge */
-	/* scratch for the index walk */
+	/* scratch for the index walk; skips are counted in the catalog (sl_sources_skip) */
 	struct planned *skip;
 	size_t nskip, capskip;
 	uint64_t total_bytes, maxts;
@@ -359,6 +372,7 @@ static int plan_each(void *ctx, const void *key, size_t klen, const void *val, s
 	struct seen_key sk;
 	seen_key(p->qid, p->q, tmp.path, &sk);
 	bool seen = seen_has(p->t, &sk) || in_batch(p, &sk);
+	tmp.seen = seen; /* both reasons: counted as seen, the more specific one */
 	if (seen || (p->maxts && tmp.clock_us < (int64_t)p->maxts - src->max_file_age_us &&
 		     !(src->latest_first && (src->max_files || src->max_bytes)))) {
 		struct planned *s = push(&p->skip, &p->nskip, &p->capskip);
@@ -467,9 +481,9 @@ static int plan_apply(struct sl_txn *t, void *arg)
 	struct plan *p = arg;
 	int rc;
 
-	int64_t t0 = now_ns();
+	int64_t t0 = mono_ns();
 	rc = plan_apply_timed(t, p);
-	p->apply_ns = now_ns() - t0;
+	p->apply_ns = mono_ns() - t0;
 	return rc;
 }
 
@@ -482,7 +496,7 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 	int rc;
 
 	p->n = p->nskip = 0;
-	p->skipped = p->total_bytes = 0;
+	p->total_bytes = 0;
 	p->recovered = p->nodata = false;
 	p->wm_ms = 0;
 	p->t = t;
@@ -504,11 +518,14 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 									  prefix, 4, plan_each, p);
 	if (rc < 0 || rc > 1)
 		return rc;
+	/*
+	 * Skips are counted in this txn, for the next report: when no batch
+	 * runs now (every file skipped), a later one still shows them.
+	 */
 	for (size_t i = 0; i < p->nskip; i++)
-		if ((rc = sl_sources_unindex(t, p->qid, p->skip[i].seq, p->skip[i].id,
-					     p->skip[i].size, true)))
+		if ((rc = sl_sources_skip(t, p->qid, p->skip[i].seq, p->skip[i].id, p->skip[i].size,
+					  p->skip[i].seen ? SL_SKIP_SEEN : SL_SKIP_AGE)))
 			return rc;
-	p->skipped = p->nskip;
 	/* the checkpoint's config, kept with its first batch (or since this version) */
 	rc = sl_engine_checkpoint_get(t, p->qid, 'd', 0, &v, &vlen);
 	if (rc == SL_NOTFOUND && p->desc)
@@ -1064,7 +1081,7 @@ struct commit {
 	const struct plan *p;
 	struct sl_stage *stage; /* the parts: waited for before they are named */
 	uint64_t outdir_id;   /* for out/<query> when it does not exist yet */
-	int64_t now;
+	int64_t now;          /* the commit's time (CLOCK_REALTIME): out/ mtimes */
 };
 
 /* What a progress report is made of, besides the batch's plan and outcome. */
@@ -1072,13 +1089,30 @@ struct report {
 	const struct plan *p;
 	const struct sl_decode_stats *st;
 	const struct sl_ops_result *ops; /* NULL for a stateless query */
-	int64_t t0, t1;                  /* trigger start, end of planning and offsets */
+	int64_t t0, t1;                  /* monotonic: trigger start, end of planning and offsets */
 	char id[40];                     /* checkpoint/<q>/metadata's query id */
 	struct sl_backlog bl;
 };
 
-static void progress_report(const struct report *r, int64_t t2, uint64_t out_rows, char **out,
-			    size_t *len);
+static void progress_report(const struct report *r, int64_t t2, uint64_t out_rows,
+			    const struct sl_skips *sk, char **out, size_t *len);
+
+/*
+ * A folder whose entries the commit changes takes the commit's time as its
+ * mtime and ctime (DESIGN §1: a poller watching out/<query>/ sees new parts).
+ */
+static int touch_dir(struct sl_txn *t, uint64_t id, int64_t now)
+{
+	struct sl_inode d;
+	int rc = sl_cat_inode_get(t, id, &d);
+
+	if (rc)
+		return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
+	if (d.mtime_ns == now && d.ctime_ns == now)
+		return 0; /* a second part in the same folder */
+	d.mtime_ns = d.ctime_ns = now;
+	return sl_cat_inode_put(t, &d);
+}
 
 static int ensure_dir(struct sl_txn *t, uint64_t parent, const char *name, uint64_t new_id,
 		      int64_t now, uint64_t *id)
@@ -1087,6 +1121,8 @@ static int ensure_dir(struct sl_txn *t, uint64_t parent, const char *name, uint6
 	int rc = sl_cat_dirent_get(t, parent, name, id);
 
 	if (rc != SL_NOTFOUND)
+		return rc;
+	if ((rc = touch_dir(t, parent, now)))
 		return rc;
 	memset(&d, 0, sizeof(d));
 	d.id = new_id;
@@ -1193,6 +1229,8 @@ static int commit_apply(struct sl_txn *t, void *arg)
 		return rc;
 	if (c->replace && (rc = replace_snapshot(t, c, outdir)))
 		return rc;
+	if (c->ngone && (rc = touch_dir(t, outdir, c->now)))
+		return rc;
 	uint64_t out_rows = 0;
 	for (size_t i = 0; i < c->stage->nparts; i++) {
 		struct sl_out_part *op = &c->stage->out[i];
@@ -1211,7 +1249,8 @@ static int commit_apply(struct sl_txn *t, void *arg)
 		f.storage = op->data ? SL_STORE_INLINE : SL_STORE_BLOB;
 		snprintf(f.name, sizeof(f.name), "%s", op->name);
 		if ((rc = sl_cat_inode_put(t, &f)) ||
-		    (rc = sl_cat_dirent_put(t, parent, f.name, f.id)))
+		    (rc = sl_cat_dirent_put(t, parent, f.name, f.id)) ||
+		    (rc = touch_dir(t, parent, c->now)))
 			return rc;
 		if (op->data && (rc = sl_cat_data_put(t, f.id, op->data, op->len)))
 			return rc;
@@ -1260,8 +1299,12 @@ static int commit_apply(struct sl_txn *t, void *arg)
 			return rc;
 	}
 	/* the last 100 progress reports, like Spark's recentProgress */
+	struct sl_skips sk;
+	if ((rc = sl_sources_skips(t, p->qid, true, &sk)))
+		return rc;
 	free(c->progress); /* from an earlier run of this apply */
-	progress_report(c->report, c->stage->done_ns, out_rows, &c->progress, &c->progress_len);
+	progress_report(c->report, c->stage->done_ns, out_rows, &sk, &c->progress,
+			&c->progress_len);
 	if (c->progress &&
 	    (rc = log_put(t, p->qid, 'p', p->batch, c->progress, c->progress_len)))
 		return rc;
@@ -1410,13 +1453,20 @@ static void report_read(struct sl_land *l, struct report *r)
 	sl_txn_end(t);
 }
 
+/* Whole milliseconds from one monotonic reading to a later one (0 if not later). */
+static int64_t ms_between(int64_t from, int64_t to)
+{
+	return to > from ? (to - from) / 1000000 : 0;
+}
+
 /*
  * Builds batch p's progress report (best effort: a report that cannot be
  * made leaves *out NULL and the batch commits without one). t2: the end of
- * the batch's output (operators, parts written).
+ * the batch's output (operators, parts written), monotonic. sk: the skips
+ * this report shows.
  */
-static void progress_report(const struct report *r, int64_t t2, uint64_t out_rows, char **out,
-			    size_t *len)
+static void progress_report(const struct report *r, int64_t t2, uint64_t out_rows,
+			    const struct sl_skips *sk, char **out, size_t *len)
 {
 	const struct plan *p = r->p;
 	const struct sl_decode_stats *st = r->st;
@@ -1429,19 +1479,27 @@ static void progress_report(const struct report *r, int64_t t2, uint64_t out_row
 	char src[4200], sink[128];
 
 	*out = NULL;
-	int64_t trigger_ms = (now_ns() - t0) / 1000000;
+	/*
+	 * The phases are disjoint spans of [t0, now], each rounded down, so
+	 * that they add up to at most triggerExecution: latestOffset the
+	 * plan's apply, walCommit the rest of its durable commit, addBatch
+	 * until the parts are written. commitOffsets is 0: the report rides
+	 * the commit it would time.
+	 */
+	int64_t trigger_ms = ms_between(t0, mono_ns());
 	pr.id = r->id[0] ? r->id : p->uuid;
 	pr.timestamp_ms = p->ts_ms;
 	pr.batch_id = p->batch;
 	pr.num_input_rows = st->lines;
-	pr.input_rows_per_s = p->prev_trigger_ms && p->ts_ms > p->prev_trigger_ms
-				      ? (double)st->lines * 1000.0 / (double)(p->ts_ms - p->prev_trigger_ms)
+	/* Spark: rows over the time since the previous trigger started (none: 0) */
+	pr.input_rows_per_s = p->prev_t0_ns && t0 > p->prev_t0_ns
+				      ? (double)st->lines * 1e9 / (double)(t0 - p->prev_t0_ns)
 				      : 0.0;
 	pr.processed_rows_per_s = (double)st->lines * 1000.0 / (double)(trigger_ms > 0 ? trigger_ms : 1);
-	pr.ms_latest_offset = p->apply_ns / 1000000;
-	pr.ms_wal_commit = (t1 - t0 - p->apply_ns) / 1000000;
-	pr.ms_add_batch = (t2 - t1) / 1000000;
-	pr.ms_commit_offsets = 0; /* the report rides the commit it would time */
+	pr.ms_latest_offset = ms_between(0, p->apply_ns);
+	pr.ms_wal_commit = ms_between(t0 + p->apply_ns, t1);
+	pr.ms_add_batch = ms_between(t1, t2);
+	pr.ms_commit_offsets = 0;
 	pr.ms_trigger = trigger_ms;
 	pr.has_start = p->nodata || p->k > 0;
 	pr.start = p->nodata ? p->k : p->k ? p->k - 1 : 0;
@@ -1474,7 +1532,8 @@ static void progress_report(const struct report *r, int64_t t2, uint64_t out_row
 	pr.null_counts = counts;
 	pr.backlog_files = r->bl.files;
 	pr.backlog_bytes = r->bl.bytes;
-	pr.skipped = p->skipped;
+	pr.skipped_age = sk->age;
+	pr.skipped_seen = sk->seen;
 	sl_json_progress(&pr, out, len);
 }
 
@@ -1546,8 +1605,8 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	const struct sl_batch *outb = b;
 	int rc;
 
-	int64_t t0 = now_ns(), t1;
-	p->ts_ms = t0 / 1000000;
+	int64_t t0 = mono_ns(), t1;
+	p->ts_ms = wall_ns() / 1000000;
 	if ((rc = sl_catalog_write(cat, plan_apply, p))) {
 		snprintf(r->error, sizeof(r->error), "cannot plan a batch: %s", sl_strerror(rc));
 		return rc;
@@ -1555,7 +1614,7 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	if (p->n == 0 && !p->nodata)
 		return 1;
 	SL_FAULT("engine.after_offsets");
-	t1 = now_ns();
+	t1 = mono_ns();
 	sl_batch_clear(b);
 	sl_decode_stats_reset(st);
 	if ((rc = decode_all(l, p, dec, b, st, r)))
@@ -1576,7 +1635,7 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	struct sl_stage sg = {.l = l, .q = p->q, .batch = p->batch, .rows = outb,
 			      .spent = ops ? ops_spent : NULL, .spent_ctx = ops};
 	struct commit c = {.q = p->q, .p = p, .stage = &sg, .report = &rep,
-			   .now = now_ns(), .rows = st->lines, .ops = ops,
+			   .now = wall_ns(), .rows = st->lines, .ops = ops,
 			   .next_wm = ops ? res.next_wm_ms : p->wm_ms,
 			   .replace = p->q->output_mode == SL_OUTPUT_COMPLETE};
 	if (rc == 0)
@@ -1621,7 +1680,7 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_decoder *dec,
 	if (pin)
 		sl_land_unpin(l, pin);
 	if (rc == 0)
-		p->prev_trigger_ms = p->ts_ms;
+		p->prev_t0_ns = t0;
 	free(c.gone);
 	free(c.progress);
 	return rc;

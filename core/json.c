@@ -1052,7 +1052,8 @@ int sl_json_progress(const struct sl_progress *p, char **out, size_t *len)
 	json_object_set_new(backlog, "files", json_integer((json_int_t)p->backlog_files));
 	json_object_set_new(backlog, "bytes", json_integer((json_int_t)p->backlog_bytes));
 	json_object_set_new(o, "backlog", backlog);
-	json_object_set_new(o, "skippedByMaxFileAge", json_integer((json_int_t)p->skipped));
+	json_object_set_new(o, "skippedByMaxFileAge", json_integer((json_int_t)p->skipped_age));
+	json_object_set_new(o, "skippedAlreadySeen", json_integer((json_int_t)p->skipped_seen));
 	if (p->last_error)
 		json_object_set_new(o, "lastError", json_string(p->last_error));
 	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));

@@ -33,7 +33,7 @@ int sl_config_parse(const char *text, size_t len, const char *origin, struct sl_
 /*
  * One batch's progress report: Spark's StreamingQueryProgress keys in
  * Spark's order, plus sluice's own (numMalformedRows, nullCounts, backlog,
- * skippedByMaxFileAge, lastError).
+ * skippedByMaxFileAge, skippedAlreadySeen, lastError).
  */
 struct sl_op_metrics;
 
@@ -43,6 +43,7 @@ struct sl_progress {
 	uint64_t batch_id;
 	uint64_t num_input_rows;
 	double input_rows_per_s, processed_rows_per_s;
+	/* durationMs: each phase >= 0, and together at most ms_trigger */
 	int64_t ms_latest_offset, ms_wal_commit, ms_add_batch, ms_commit_offsets, ms_trigger;
 	bool has_start;             /* startOffset is {"logOffset":start}, else null */
 	uint64_t start, end;        /* source log offsets */
@@ -53,7 +54,8 @@ struct sl_progress {
 	const char *const *null_names; /* NOT NULL columns ... */
 	const uint64_t *null_counts;   /* ... and their null counts */
 	size_t n_nulls;
-	uint64_t backlog_files, backlog_bytes, skipped;
+	uint64_t backlog_files, backlog_bytes;
+	uint64_t skipped_age, skipped_seen; /* skippedByMaxFileAge, skippedAlreadySeen */
 	const char *last_error;     /* or NULL */
 	/* eventTime, when the query has a watermark */
 	bool has_event_time;

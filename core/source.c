@@ -168,6 +168,42 @@ int sl_sources_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id
 	return release ? sl_sources_release(t, qid, id) : 0;
 }
 
+static const char *skip_key(enum sl_skip why)
+{
+	return why == SL_SKIP_SEEN ? "skipseen" : "skipage";
+}
+
+int sl_sources_skip(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id, uint64_t size,
+		    enum sl_skip why)
+{
+	char key[48];
+	int rc;
+
+	if ((rc = sl_sources_unindex(t, qid, seq, id, size, true)))
+		return rc;
+	qkey(key, sizeof(key), qid, skip_key(why));
+	return sl_cat_meta_add(t, key, 1);
+}
+
+int sl_sources_skips(struct sl_txn *t, uint32_t qid, bool take, struct sl_skips *out)
+{
+	static const enum sl_skip whys[] = {SL_SKIP_AGE, SL_SKIP_SEEN};
+	uint64_t n[2];
+	char key[48];
+	int rc;
+
+	for (size_t i = 0; i < 2; i++) {
+		qkey(key, sizeof(key), qid, skip_key(whys[i]));
+		if ((rc = sl_cat_meta_get(t, key, &n[i])))
+			return rc;
+		if (take && n[i] && (rc = sl_cat_meta_put(t, key, 0)))
+			return rc;
+	}
+	out->age = n[0];
+	out->seen = n[1];
+	return 0;
+}
+
 struct holders {
 	uint32_t qids[64];
 	size_t n;

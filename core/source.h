@@ -38,7 +38,8 @@ struct sl_txn;
  *   queries  key: name               value: qid u32
  *   qindex   key: qid u32 | seq u64  value: file id u64
  *   qhold    key: id u64 | qid u32   value: empty (the query still needs it)
- *   meta     "q.<qid>.files", "q.<qid>.bytes": backlog counters
+ *   meta     "q.<qid>.files", "q.<qid>.bytes": backlog counters;
+ *            "q.<qid>.skipage", "q.<qid>.skipseen": skips not yet reported
  *
  * cfg is borrowed until sl_sources_free().
  */
@@ -58,10 +59,38 @@ struct sl_backlog {
 };
 /*
  * Planning took file id (at seq) out of query qid's index: backlog counters
- * follow. With release, the query stops holding it too (a skipped file).
+ * follow. With release, the query stops holding it too (a skip: see sl_sources_skip).
  */
 int sl_sources_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id,
 		       uint64_t size, bool release);
+/*
+ * Why a file leaves a query's index unread (DESIGN §1 maxFileAge and
+ * fileNameOnly): each is a counter of the progress report.
+ */
+enum sl_skip {
+	SL_SKIP_AGE,  /* older than the newest planned minus maxFileAge: skippedByMaxFileAge */
+	SL_SKIP_SEEN, /* its seen-set key was seen already: skippedAlreadySeen */
+};
+
+/*
+ * File id (at seq, size bytes) leaves query qid's index unread: the backlog
+ * follows, the query stops holding it (it can be deleted), and the skip is
+ * counted for the query's next progress report in this same txn. So a skip
+ * is counted once whether or not a batch runs now, and a durable skip stays
+ * counted across a restart.
+ */
+int sl_sources_skip(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id, uint64_t size,
+		    enum sl_skip why);
+
+struct sl_skips {
+	uint64_t age, seen; /* files, by enum sl_skip */
+};
+/*
+ * The skips of query qid not yet reported. With take, they are reset to 0:
+ * call it so in the txn that commits the report that shows them.
+ */
+int sl_sources_skips(struct sl_txn *t, uint32_t qid, bool take, struct sl_skips *out);
+
 /* The query's batch that read file id committed: it stops holding it. */
 int sl_sources_release(struct sl_txn *t, uint32_t qid, uint64_t id);
 

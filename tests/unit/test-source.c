@@ -1,7 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of core/source.c: which landed paths a query's path reads. */
+/*
+ * Unit tests of core/source.c: which landed paths a query's path reads, and
+ * the index and skip counters kept in the catalog.
+ */
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "catalog.h"
 #include "check.h"
 #include "config.h"
+#include "json.h"
 #include "source.h"
 
 static bool matches(const char *pattern, const char *relpath)
@@ -53,10 +61,167 @@ static void test_globs(void)
 	CHECK(matches("dev", "dev"));
 }
 
+/* ---- the index and skip counters ---- */
+
+struct env {
+	struct sl_catalog *cat;
+	struct sl_config *cfg;
+	struct sl_sources *src;
+	uint32_t qid;
+};
+
+static int env_open(struct env *e, const char *dir)
+{
+	static const char cfg[] = "{\"queries\":{\"dev\":{\"source\":{\"format\":\"text\","
+				  "\"path\":\"dev\"}}}}";
+	char err[256];
+	struct sl_txn *t;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	if ((rc = sl_catalog_open(dir, SL_CATALOG_CREATE, &e->cat)))
+		return rc;
+	if ((rc = sl_config_parse(cfg, sizeof(cfg) - 1, "test", &e->cfg, err, sizeof(err))))
+		return rc;
+	if ((rc = sl_sources_open(e->cat, e->cfg, &e->src)))
+		return rc;
+	if ((rc = sl_catalog_read(e->cat, &t)))
+		return rc;
+	rc = sl_sources_qid(t, "dev", &e->qid);
+	sl_txn_end(t);
+	return rc;
+}
+
+static void env_close(struct env *e)
+{
+	sl_sources_free(e->src);
+	sl_config_free(e->cfg);
+	sl_catalog_close(e->cat);
+}
+
+#define DEV_ID 5000
+
+/* in/dev/ and a landed in/dev/<name> (id, seq, size), indexed as landing does. */
+struct landing {
+	struct sl_sources *src;
+	const char *name;
+	uint64_t id, seq, size;
+};
+
+static int land_apply(struct sl_txn *t, void *arg)
+{
+	struct landing *a = arg;
+	struct sl_inode d = {.id = DEV_ID, .parent = SL_ID_IN, .kind = SL_KIND_DIR,
+			     .mode = S_IFDIR | 0755, .name = "dev"};
+	struct sl_inode f = {.id = a->id, .parent = DEV_ID, .kind = SL_KIND_FILE,
+			     .state = SL_STATE_LANDED, .mode = S_IFREG | 0644, .size = a->size,
+			     .landed_ns = 1, .seq = a->seq};
+	int rc;
+
+	snprintf(f.name, sizeof(f.name), "%s", a->name);
+	if ((rc = sl_cat_inode_put(t, &d)) || (rc = sl_cat_dirent_put(t, SL_ID_IN, "dev", DEV_ID)) ||
+	    (rc = sl_cat_inode_put(t, &f)) || (rc = sl_cat_dirent_put(t, DEV_ID, f.name, f.id)) ||
+	    (rc = sl_cat_landed_put(t, a->seq, a->id)))
+		return rc;
+	return sl_sources_landed(a->src, t, &f);
+}
+
+struct skipping {
+	uint32_t qid;
+	uint64_t id, seq, size;
+	enum sl_skip why;
+};
+
+static int skip_apply(struct sl_txn *t, void *arg)
+{
+	struct skipping *s = arg;
+	return sl_sources_skip(t, s->qid, s->seq, s->id, s->size, s->why);
+}
+
+struct taking {
+	uint32_t qid;
+	struct sl_skips got;
+};
+
+static int take_apply(struct sl_txn *t, void *arg)
+{
+	struct taking *k = arg;
+	return sl_sources_skips(t, k->qid, true, &k->got);
+}
+
+static int peek(struct sl_catalog *cat, uint32_t qid, struct sl_skips *out, uint64_t held_id,
+		bool *held, struct sl_backlog *bl)
+{
+	struct sl_txn *t;
+	int rc = sl_catalog_read(cat, &t);
+	if (rc)
+		return rc;
+	rc = sl_sources_skips(t, qid, false, out);
+	*held = sl_sources_held(t, held_id);
+	if (rc == 0)
+		rc = sl_sources_backlog(t, "dev", bl);
+	sl_txn_end(t);
+	return rc;
+}
+
+/*
+ * DESIGN §1: a skip (maxFileAge, or a seen key) makes the file deletable and
+ * counts in the next progress report, also when no batch runs at the time
+ * of the skip, and after a restart; taking the counts resets them.
+ */
+static void test_skips_counted_until_taken(void)
+{
+	const char *dir = test_dir();
+	struct env e;
+	struct sl_skips sk;
+	struct sl_backlog bl;
+	bool held;
+
+	CHECK_OK(env_open(&e, dir));
+	struct landing a = {.src = e.src, .name = "a.txt", .id = 5001, .seq = 1, .size = 10};
+	struct landing b = {.src = e.src, .name = "b.txt", .id = 5002, .seq = 2, .size = 20};
+	struct landing c = {.src = e.src, .name = "c.txt", .id = 5003, .seq = 3, .size = 40};
+	CHECK_OK(sl_catalog_write(e.cat, land_apply, &a));
+	CHECK_OK(sl_catalog_write(e.cat, land_apply, &b));
+	CHECK_OK(sl_catalog_write(e.cat, land_apply, &c));
+	CHECK_OK(peek(e.cat, e.qid, &sk, a.id, &held, &bl));
+	CHECK(held && bl.files == 3 && bl.bytes == 70);
+	CHECK(sk.age == 0 && sk.seen == 0);
+
+	struct skipping s1 = {.qid = e.qid, .id = a.id, .seq = a.seq, .size = a.size,
+			      .why = SL_SKIP_AGE};
+	struct skipping s2 = {.qid = e.qid, .id = b.id, .seq = b.seq, .size = b.size,
+			      .why = SL_SKIP_SEEN};
+	CHECK_OK(sl_catalog_write(e.cat, skip_apply, &s1));
+	CHECK_OK(sl_catalog_write(e.cat, skip_apply, &s2));
+	CHECK_OK(peek(e.cat, e.qid, &sk, a.id, &held, &bl));
+	CHECK(!held && bl.files == 1 && bl.bytes == 40); /* deletable, out of the backlog */
+	CHECK(sk.age == 1 && sk.seen == 1);              /* looking takes nothing */
+
+	/* durable: a restart finds them */
+	uint32_t qid = e.qid;
+	env_close(&e);
+	CHECK_OK(env_open(&e, dir));
+	CHECK(e.qid == qid);
+	CHECK_OK(peek(e.cat, e.qid, &sk, b.id, &held, &bl));
+	CHECK(!held && sk.age == 1 && sk.seen == 1);
+
+	/* the report that shows them takes them: counted once */
+	struct taking k = {.qid = e.qid};
+	CHECK_OK(sl_catalog_write(e.cat, take_apply, &k));
+	CHECK(k.got.age == 1 && k.got.seen == 1);
+	CHECK_OK(sl_catalog_write(e.cat, take_apply, &k));
+	CHECK(k.got.age == 0 && k.got.seen == 0);
+	CHECK_OK(peek(e.cat, e.qid, &sk, c.id, &held, &bl));
+	CHECK(held && bl.files == 1 && sk.age == 0 && sk.seen == 0);
+	env_close(&e);
+}
+
 int main(void)
 {
 	test(test_design_examples);
 	test(test_ignored_names);
 	test(test_globs);
+	test(test_skips_counted_until_taken);
 	return test_exit();
 }
