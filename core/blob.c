@@ -128,3 +128,12 @@ int sl_blob_exists(struct sl_blobs *b, uint64_t id)
 		return 1;
 	return errno == ENOENT ? 0 : -errno;
 }
+
+int sl_blobs_syncfs(struct sl_blobs *b)
+{
+	int rc;
+
+	if ((rc = SL_FAULT_ERR("blob.fsync")))
+		return rc;
+	return syncfs(b->dirfd[0]) ? errno : 0;
+}

@@ -24,6 +24,11 @@ int sl_blob_open(struct sl_blobs *b, uint64_t id, int flags, int *fd);
 int sl_blob_unlink(struct sl_blobs *b, uint64_t id);
 /* Makes the name of blob id durable (fsync of its folder). */
 int sl_blob_sync_name(struct sl_blobs *b, uint64_t id);
+/*
+ * Makes every blob written so far durable, with their names: one syncfs(2)
+ * of the file system under blobs/, cheaper than an fsync per file for many.
+ */
+int sl_blobs_syncfs(struct sl_blobs *b);
 /* 1 when blob id exists, 0 when not, or a negative -errno. */
 int sl_blob_exists(struct sl_blobs *b, uint64_t id);
 

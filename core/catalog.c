@@ -29,7 +29,9 @@
  *   40     8    size
  *   48     8    landing time, ns
  *   56     8    landing sequence number
- *   64     n    name (1..255 bytes, no NUL)
+ *   64     8    atime, ns (version 2; a version 1 record has none: mtime)
+ *   72     n    name (1..255 bytes, no NUL)
+ * Version 1 records (name at 64) are still read.
  */
 #include <errno.h>
 #include <lmdb.h>
@@ -48,8 +50,9 @@
 #include "fault.h"
 #include "log.h"
 
-#define INODE_HDR 64
-#define INODE_VERSION 1
+#define INODE_HDR_V1 64
+#define INODE_HDR 72
+#define INODE_VERSION 2
 #define CATALOG_FORMAT 1
 #define MAP_INITIAL (64ull << 20)
 #define ID_RANGE 4096
@@ -181,7 +184,7 @@ static int ensure_roots(struct sl_txn *t)
 		d.mode = S_IFDIR | roots[i].mode;
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		d.mtime_ns = d.ctime_ns = ts.tv_sec * 1000000000ll + ts.tv_nsec;
+		d.mtime_ns = d.ctime_ns = d.atime_ns = ts.tv_sec * 1000000000ll + ts.tv_nsec;
 		strcpy(d.name, roots[i].name);
 		if ((rc = sl_cat_inode_put(t, &d)))
 			return rc;
@@ -842,7 +845,8 @@ int sl_cat_inode_get(struct sl_txn *t, uint64_t id, struct sl_inode *o)
 	if (rc)
 		return rc;
 	p = v.mv_data;
-	if (v.mv_size <= INODE_HDR || v.mv_size > INODE_HDR + SL_NAME_MAX || p[0] != INODE_VERSION)
+	size_t hdr = v.mv_size > 0 && p[0] == 1 ? INODE_HDR_V1 : INODE_HDR;
+	if (v.mv_size <= hdr || v.mv_size > hdr + SL_NAME_MAX || (p[0] != 1 && p[0] != INODE_VERSION))
 		return SL_ECORRUPT;
 	o->id = id;
 	o->kind = p[1];
@@ -857,8 +861,12 @@ int sl_cat_inode_get(struct sl_txn *t, uint64_t id, struct sl_inode *o)
 	memcpy(&o->size, p + 40, 8);
 	memcpy(&o->landed_ns, p + 48, 8);
 	memcpy(&o->seq, p + 56, 8);
-	memcpy(o->name, p + INODE_HDR, v.mv_size - INODE_HDR);
-	o->name[v.mv_size - INODE_HDR] = 0;
+	if (hdr == INODE_HDR)
+		memcpy(&o->atime_ns, p + 64, 8);
+	else
+		o->atime_ns = o->mtime_ns;
+	memcpy(o->name, p + hdr, v.mv_size - hdr);
+	o->name[v.mv_size - hdr] = 0;
 	return 0;
 }
 
@@ -883,6 +891,7 @@ int sl_cat_inode_put(struct sl_txn *t, const struct sl_inode *o)
 	memcpy(p + 40, &o->size, 8);
 	memcpy(p + 48, &o->landed_ns, 8);
 	memcpy(p + 56, &o->seq, 8);
+	memcpy(p + 64, &o->atime_ns, 8);
 	memcpy(p + INODE_HDR, o->name, n);
 	return put(t, t->cat->inode, k, 8, p, INODE_HDR + n);
 }

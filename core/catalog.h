@@ -59,6 +59,7 @@ struct sl_inode {
 	uint32_t uid, gid;
 	int64_t mtime_ns;    /* the producer's mtime */
 	int64_t ctime_ns;    /* last change of the record */
+	int64_t atime_ns;    /* as given by utimensat; mtime for older records */
 	uint64_t size;       /* bytes (recorded length for SL_STATE_RECORDED) */
 	int64_t landed_ns;   /* landing time, CLOCK_REALTIME; 0 until landed */
 	uint64_t seq;        /* landing sequence number, from 1; 0 until landed */

@@ -914,6 +914,7 @@ int sl_json_landing(const struct sl_land_counters *c, char **out, size_t *len)
 	json_object_set_new(o, "filesLanded", json_integer((json_int_t)c->files_landed));
 	json_object_set_new(o, "bytesLanded", json_integer((json_int_t)c->bytes_landed));
 	json_object_set_new(o, "filesInFlight", json_integer((json_int_t)c->in_flight));
+	json_object_set_new(o, "tempAbandoned", json_integer((json_int_t)c->temp_abandoned));
 	json_object_set_new(o, "refused", refused);
 	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(o);

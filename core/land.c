@@ -78,6 +78,11 @@ int sl_land_getattr(struct sl_land *l, uint64_t id, struct sl_attr *out)
 	if (rc)
 		return rc == SL_NOTFOUND ? ENOENT : rc;
 	land_attr_of_inode(&i, out);
+	if (i.kind == SL_KIND_DIR) {
+		pthread_mutex_lock(&l->mu);
+		land_dir_times(l, out);
+		pthread_mutex_unlock(&l->mu);
+	}
 	return 0;
 }
 
@@ -150,7 +155,7 @@ int sl_land_create(struct sl_land *l, uint64_t parent, const char *name, uint32_
 	n->mode = S_IFREG | (mode & 07777);
 	n->uid = uid;
 	n->gid = gid;
-	n->mtime_ns = n->ctime_ns = land_now_ns();
+	n->mtime_ns = n->ctime_ns = n->atime_ns = land_now_ns();
 	n->version = 1; /* created: its first FLUSH records it, even empty */
 	n->named = true;
 	n->writers = 1;
@@ -180,6 +185,7 @@ int sl_land_create(struct sl_land *l, uint64_t parent, const char *name, uint32_
 		l->by_id[id % NBUCKET] = n;
 		n->in_id_table = true;
 		atomic_fetch_add(l->in_flight, 1);
+		land_touch_dir(l, parent);
 	}
 	pthread_mutex_unlock(&l->mu);
 unlock:
@@ -247,6 +253,9 @@ int sl_land_open_file(struct sl_land *l, uint64_t id, int flags, struct sl_handl
 	if (n && atomic_load(&n->poison)) {
 		rc = EIO; /* poisoned: its name left in/, its bytes never land */
 		n = NULL;
+	} else if (n && n->publishing && (wr || (flags & O_TRUNC))) {
+		rc = EPERM; /* released at a final name: landed for every caller */
+		n = NULL;
 	}
 	if (n) {
 		n->refs++;
@@ -256,7 +265,7 @@ int sl_land_open_file(struct sl_land *l, uint64_t id, int flags, struct sl_handl
 	pthread_mutex_unlock(&l->mu);
 	if (rc) {
 		free(h);
-		return rc;
+		return rc == EPERM ? land_refuse(l, rc) : rc;
 	}
 	if (n) {
 		h->n = n;
@@ -336,7 +345,13 @@ int sl_land_read(struct sl_handle *h, void *buf, size_t size, off_t off, size_t 
 		return 0;
 	}
 	int fd = n->fd;
+	/* never past st_size, whatever fallocate reserved */
+	uint64_t avail = (uint64_t)off < n->size ? n->size - (uint64_t)off : 0;
 	pthread_mutex_unlock(&n->dmu);
+	if (size > avail)
+		size = (size_t)avail;
+	if (size == 0)
+		return 0;
 	r = pread(fd, buf, size, off);
 	if (r < 0)
 		return errno;
@@ -381,6 +396,20 @@ static void wrote(struct node *n, uint64_t end)
 	n->mtime_ns = n->ctime_ns = land_now_ns();
 }
 
+/*
+ * A write or truncate by anyone but root clears the set-id bits, as the
+ * kernel does on local file systems (FUSE_WRITE_KILL_SUIDGID does not reach
+ * us through libfuse 3.14). n->dmu held.
+ */
+static void kill_suid(struct node *n, uint32_t uid)
+{
+	if (uid == 0 || !(n->mode & (S_ISUID | S_ISGID)))
+		return;
+	n->mode &= ~(uint32_t)S_ISUID;
+	if (n->mode & S_IXGRP)
+		n->mode &= ~(uint32_t)S_ISGID;
+}
+
 int sl_land_write(struct sl_handle *h, const void *buf, size_t size, off_t off)
 {
 	struct node *n = h->n;
@@ -392,10 +421,8 @@ int sl_land_write(struct sl_handle *h, const void *buf, size_t size, off_t off)
 	if ((rc = atomic_load(&n->poison)))
 		return rc;
 	SL_FAULT("land.write");
-	if ((rc = SL_FAULT_ERR("blob.write"))) {
-		land_poison(h->l, n, rc);
-		return rc;
-	}
+	if ((rc = SL_FAULT_ERR("blob.write")))
+		return land_fail(h->l, n, rc);
 	pthread_mutex_lock(&n->dmu);
 	if (n->fd < 0 && end <= SL_INLINE_MAX) {
 		if (end > n->cap) {
@@ -429,15 +456,13 @@ int sl_land_write(struct sl_handle *h, const void *buf, size_t size, off_t off)
 	wrote(n, end);
 unlock:
 	pthread_mutex_unlock(&n->dmu);
-	if (rc) {
-		land_poison(h->l, n, rc);
-		return rc;
-	}
+	if (rc)
+		return land_fail(h->l, n, rc);
 	h->wrote = true;
 	return 0;
 }
 
-int sl_land_write_fd(struct sl_handle *h, size_t size, off_t off, int *fd)
+int sl_land_write_fd(struct sl_handle *h, size_t size, off_t off, uint32_t uid, int *fd)
 {
 	struct node *n = h->n;
 	int rc = 0;
@@ -447,23 +472,22 @@ int sl_land_write_fd(struct sl_handle *h, size_t size, off_t off, int *fd)
 	if ((rc = atomic_load(&n->poison)))
 		return rc;
 	pthread_mutex_lock(&n->dmu);
+	kill_suid(n, uid);
 	if (n->fd < 0 && (uint64_t)off + size > SL_INLINE_MAX)
 		rc = spill(h->l, n);
 	*fd = n->fd;
 	pthread_mutex_unlock(&n->dmu);
 	if (rc)
-		land_poison(h->l, n, rc);
-	return rc;
+		return land_fail(h->l, n, rc);
+	return 0;
 }
 
 int sl_land_write_done(struct sl_handle *h, size_t size, off_t off, int err)
 {
 	struct node *n = h->n;
 
-	if (err) {
-		land_poison(h->l, n, err);
-		return err;
-	}
+	if (err)
+		return land_fail(h->l, n, err);
 	pthread_mutex_lock(&n->dmu);
 	wrote(n, (uint64_t)off + size);
 	pthread_mutex_unlock(&n->dmu);
@@ -482,9 +506,19 @@ int sl_land_flush(struct sl_handle *h)
 		return rc;
 	if (!h->wrote)
 		return 0;
+	/* a folder renamed to a final name takes the files flushed so far */
+	pthread_mutex_lock(&h->n->dmu);
+	uint64_t version = h->n->version;
+	pthread_mutex_unlock(&h->n->dmu);
 	pthread_rwlock_rdlock(&l->op);
 	rc = land_record_locked(l, h->n, false);
 	pthread_rwlock_unlock(&l->op);
+	if (rc == 0) {
+		pthread_mutex_lock(&h->n->dmu);
+		if (version > h->n->flushed_version)
+			h->n->flushed_version = version;
+		pthread_mutex_unlock(&h->n->dmu);
+	}
 	return rc;
 }
 
@@ -503,38 +537,70 @@ int sl_land_fsync(struct sl_handle *h)
 	return rc;
 }
 
+/*
+ * The last writer's RELEASE of a final-named file seals it: from here on it
+ * is landed for every caller (opens for write and truncates get EPERM), even
+ * while the commit that lands it is on its way. Bytes changed since the last
+ * FLUSH (mmap) are recorded first. A bundle member waits for its bundle.
+ */
+static void release_writer(struct sl_land *l, struct node *n)
+{
+	struct node **pub = NULL;
+	size_t npub = 0;
+	struct sl_txn *t;
+	bool seal, temp = true;
+	uint64_t parent;
+	char name[SL_NAME_MAX + 1];
+
+	/* l->op held shared: renames, which change the path, wait */
+	pthread_rwlock_rdlock(&l->op);
+	pthread_mutex_lock(&l->mu);
+	parent = n->parent;
+	memcpy(name, n->name, sizeof(name));
+	pthread_mutex_unlock(&l->mu);
+	if (sl_catalog_read(l->cat, &t) == 0) {
+		if (land_path_is_temp(l, t, parent, name, &temp))
+			temp = true;
+		sl_txn_end(t);
+	}
+	pthread_mutex_lock(&l->mu);
+	seal = --n->writers == 0 && n->named && !n->landed && !n->publishing &&
+	       !atomic_load(&n->poison) && !temp;
+	if (seal)
+		n->publishing = true;
+	if (n->writers == 0 && temp)
+		n->released_ns = land_now_ns();
+	pthread_mutex_unlock(&l->mu);
+	if (!seal)
+		goto unlock;
+	int rc = land_record_locked(l, n, false);
+	pthread_mutex_lock(&l->mu);
+	if (rc == 0 && n->bundle) {
+		land_bundle_released(l, n, &pub, &npub);
+	} else if (rc == 0) {
+		n->refs++; /* the publish's */
+		pub = NULL;
+		npub = 1;
+	} else {
+		n->publishing = false; /* poisoned, or it lands at the next FLUSH */
+	}
+	pthread_mutex_unlock(&l->mu);
+	if (npub)
+		land_publish(l, pub ? pub : &n, npub);
+	free(pub);
+unlock:
+	pthread_rwlock_unlock(&l->op);
+}
+
 void sl_land_release(struct sl_handle *h)
 {
+	if (!h)
+		return;
 	struct sl_land *l = h->l;
 	struct node *n = h->n;
 
-	if (!h)
-		return;
-	if (n && h->write) {
-		struct sl_txn *t;
-		bool last, temp = true;
-
-		pthread_rwlock_rdlock(&l->op);
-		pthread_mutex_lock(&l->mu);
-		last = --n->writers == 0 && n->named && !n->landed && !n->publishing &&
-		       !atomic_load(&n->poison);
-		uint64_t parent = n->parent;
-		char name[SL_NAME_MAX + 1];
-		memcpy(name, n->name, sizeof(name));
-		pthread_mutex_unlock(&l->mu);
-		if (last && sl_catalog_read(l->cat, &t) == 0) {
-			if (land_path_is_temp(l, t, parent, name, &temp))
-				temp = true;
-			sl_txn_end(t);
-		}
-		/*
-		 * Normally the last FLUSH recorded exactly these bytes; bytes
-		 * changed since (mmap) are recorded here first.
-		 */
-		if (last && !temp && land_record_locked(l, n, false) == 0)
-			land_publish(l, n);
-		pthread_rwlock_unlock(&l->op);
-	}
+	if (n && h->write)
+		release_writer(l, n);
 	if (n)
 		land_unref(l, n);
 	if (h->fd >= 0)
@@ -543,9 +609,15 @@ void sl_land_release(struct sl_handle *h)
 	free(h);
 }
 
+/*
+ * Reserves space; errors (ENOSPC included) fail the call only, since no
+ * accepted byte is at stake. FALLOC_FL_KEEP_SIZE reserves past the end
+ * without changing st_size (reads stop there; landing trims the blob).
+ */
 int sl_land_fallocate(struct sl_handle *h, int mode, off_t off, off_t len)
 {
 	struct node *n = h->n;
+	bool keep = mode & FALLOC_FL_KEEP_SIZE;
 	uint64_t end = (uint64_t)off + (uint64_t)len;
 	int rc = 0;
 
@@ -553,31 +625,26 @@ int sl_land_fallocate(struct sl_handle *h, int mode, off_t off, off_t len)
 		return land_refuse(h->l, EPERM);
 	if (mode & ~FALLOC_FL_KEEP_SIZE)
 		return EOPNOTSUPP;
-	pthread_mutex_lock(&n->dmu);
-	if (n->fd < 0 && end > SL_INLINE_MAX)
-		rc = spill(h->l, n);
-	if (rc == 0 && n->fd >= 0)
-		rc = posix_fallocate(n->fd, off, len);
-	pthread_mutex_unlock(&n->dmu);
-	if (rc) {
-		land_poison(h->l, n, rc);
+	if (off < 0 || len <= 0)
+		return EINVAL;
+	if ((rc = atomic_load(&n->poison)))
 		return rc;
-	}
-	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > n->size)
-		return truncate_node(n, end);
-	return 0;
+	pthread_mutex_lock(&n->dmu);
+	if (n->fd < 0 && end > SL_INLINE_MAX && !keep)
+		rc = spill(h->l, n);
+	if (rc == 0 && n->fd >= 0 && fallocate(n->fd, keep ? FALLOC_FL_KEEP_SIZE : 0, off, len))
+		rc = errno;
+	pthread_mutex_unlock(&n->dmu);
+	if (rc == EOPNOTSUPP && !keep)
+		rc = 0; /* the truncate below still gives it its size */
+	if (rc)
+		return rc;
+	if (!keep && end > n->size && (rc = truncate_node(n, end)) == 0)
+		h->wrote = true;
+	return rc;
 }
 
 /* ---- attributes ---- */
-
-struct dirattr {
-	struct sl_inode ino;
-};
-
-static int inode_put_apply(struct sl_txn *t, void *arg)
-{
-	return sl_cat_inode_put(t, &((struct dirattr *)arg)->ino);
-}
 
 static bool is_noop(const struct sl_inode *i, const struct sl_setattr *s)
 {
@@ -591,33 +658,137 @@ static bool is_noop(const struct sl_inode *i, const struct sl_setattr *s)
 		return false;
 	if ((s->flags & SL_SET_MTIME) && s->mtime_ns != i->mtime_ns)
 		return false;
-	if (s->flags & SL_SET_MTIME_NOW)
+	if ((s->flags & SL_SET_ATIME) && s->atime_ns != i->atime_ns)
+		return false;
+	if (s->flags & (SL_SET_MTIME_NOW | SL_SET_ATIME_NOW))
 		return false;
 	return true;
 }
 
-/* Applies the attribute changes of s (all but the size). */
-static void set_attrs(const struct sl_setattr *s, uint32_t *mode, uint32_t *uid, uint32_t *gid,
-		      int64_t *mtime_ns, int64_t *ctime_ns)
+/*
+ * Applies the attribute changes of s (all but the size) to the fields of an
+ * inode or a node. A chown clears the set-id bits (of a file), as the kernel
+ * does; an explicit mode in the same call wins.
+ */
+static void set_attrs(const struct sl_setattr *s, struct sl_inode *i, bool file)
 {
+	int64_t now = land_now_ns();
+
+	if ((s->flags & (SL_SET_UID | SL_SET_GID)) && file && !(s->flags & SL_SET_MODE)) {
+		i->mode &= ~(uint32_t)S_ISUID;
+		if (i->mode & S_IXGRP)
+			i->mode &= ~(uint32_t)S_ISGID;
+	}
 	if (s->flags & SL_SET_MODE)
-		*mode = (*mode & S_IFMT) | (s->mode & 07777);
+		i->mode = (i->mode & S_IFMT) | (s->mode & 07777);
 	if (s->flags & SL_SET_UID)
-		*uid = s->uid;
+		i->uid = s->uid;
 	if (s->flags & SL_SET_GID)
-		*gid = s->gid;
+		i->gid = s->gid;
 	if (s->flags & SL_SET_MTIME)
-		*mtime_ns = s->mtime_ns;
+		i->mtime_ns = s->mtime_ns;
 	if (s->flags & SL_SET_MTIME_NOW)
-		*mtime_ns = land_now_ns();
-	*ctime_ns = land_now_ns();
+		i->mtime_ns = now;
+	if (s->flags & SL_SET_ATIME)
+		i->atime_ns = s->atime_ns;
+	if (s->flags & SL_SET_ATIME_NOW)
+		i->atime_ns = now;
+	i->ctime_ns = now;
+}
+
+/* An attribute change of a recorded or landed file: its record takes it. */
+struct attr_put {
+	uint64_t id;
+	struct node *n;           /* the in-flight file, whose attributes win; or NULL */
+	const struct sl_setattr *s; /* for a landed file: the change */
+	struct sl_inode ino;      /* out: the record as written */
+	bool found;
+};
+
+static int attr_put_apply(struct sl_txn *t, void *arg)
+{
+	struct attr_put *a = arg;
+	int rc = sl_cat_inode_get(t, a->id, &a->ino);
+
+	a->found = false;
+	if (rc == SL_NOTFOUND)
+		return 0; /* unlinked, or not recorded yet: its record will take them */
+	if (rc)
+		return rc;
+	if (a->n)
+		land_attrs_to_inode(a->n, &a->ino);
+	else
+		set_attrs(a->s, &a->ino, a->ino.kind == SL_KIND_FILE);
+	a->found = true;
+	return sl_cat_inode_put(t, &a->ino);
+}
+
+/* setattr of an in-flight file (sealed ones included). */
+static int setattr_node(struct sl_land *l, struct node *n, struct sl_handle *h,
+			const struct sl_setattr *s, struct sl_attr *out)
+{
+	int rc = 0;
+
+	if (s->flags & SL_SET_SIZE) {
+		pthread_mutex_lock(&l->mu);
+		bool sealed = n->publishing;
+		pthread_mutex_unlock(&l->mu);
+		pthread_mutex_lock(&n->dmu);
+		bool same = s->size == n->size;
+		pthread_mutex_unlock(&n->dmu);
+		if (sealed && !same)
+			return land_refuse(l, EPERM); /* landed for every caller */
+		pthread_mutex_lock(&n->dmu);
+		if (n->fd < 0 && s->size > SL_INLINE_MAX)
+			rc = spill(l, n);
+		if (rc == 0)
+			kill_suid(n, s->caller);
+		pthread_mutex_unlock(&n->dmu);
+		/* no byte accepted is at stake: a failed truncate fails alone */
+		if (rc == 0 && !same)
+			rc = truncate_node(n, s->size);
+		if (rc)
+			return rc;
+		if (h)
+			h->wrote = true;
+	}
+	if (s->flags & ~(unsigned)SL_SET_SIZE) {
+		/*
+		 * Serialized with the file's records: a record then holds these
+		 * attributes, or the put below follows it. A recorded file's
+		 * attributes are durable when the call returns, like a landed one's.
+		 */
+		pthread_mutex_lock(&n->rec_mu);
+		struct sl_inode i;
+		land_attrs_to_inode(n, &i);
+		set_attrs(s, &i, true);
+		pthread_mutex_lock(&n->dmu);
+		n->mode = i.mode;
+		n->uid = i.uid;
+		n->gid = i.gid;
+		n->mtime_ns = i.mtime_ns;
+		n->ctime_ns = i.ctime_ns;
+		n->atime_ns = i.atime_ns;
+		bool recorded = n->recorded;
+		pthread_mutex_unlock(&n->dmu);
+		pthread_mutex_lock(&l->mu);
+		recorded |= n->publishing;
+		pthread_mutex_unlock(&l->mu);
+		if (recorded) {
+			struct attr_put a = {.id = n->id, .n = n};
+			rc = sl_catalog_write(l->cat, attr_put_apply, &a);
+		}
+		pthread_mutex_unlock(&n->rec_mu);
+	}
+	land_attr_of_node(n, out);
+	return rc;
 }
 
 int sl_land_setattr(struct sl_land *l, uint64_t id, struct sl_handle *h,
 		    const struct sl_setattr *s, struct sl_attr *out)
 {
 	struct sl_txn *t;
-	struct dirattr d;
+	struct attr_put a = {.id = id, .s = s};
 	struct node *n;
 	int rc = 0;
 
@@ -629,46 +800,44 @@ int sl_land_setattr(struct sl_land *l, uint64_t id, struct sl_handle *h,
 		n = NULL;
 	pthread_mutex_unlock(&l->mu);
 	if (n) {
-		if (s->flags & SL_SET_SIZE) {
-			pthread_mutex_lock(&n->dmu);
-			if (n->fd < 0 && s->size > SL_INLINE_MAX)
-				rc = spill(l, n);
-			pthread_mutex_unlock(&n->dmu);
-			if (rc == 0)
-				rc = truncate_node(n, s->size);
-			if (rc)
-				land_poison(l, n, rc);
-			else if (h)
-				h->wrote = true;
-		}
-		pthread_mutex_lock(&n->dmu);
-		set_attrs(s, &n->mode, &n->uid, &n->gid, &n->mtime_ns, &n->ctime_ns);
-		pthread_mutex_unlock(&n->dmu);
-		land_attr_of_node(n, out);
+		rc = setattr_node(l, n, h, s, out);
 		land_unref(l, n);
 		return rc;
 	}
 
+	/* landed files and folders: their records */
 	pthread_rwlock_wrlock(&l->op);
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		goto unlock;
-	rc = sl_cat_inode_get(t, id, &d.ino);
+	rc = sl_cat_inode_get(t, id, &a.ino);
 	sl_txn_end(t);
 	if (rc) {
 		rc = rc == SL_NOTFOUND ? ENOENT : rc;
 		goto unlock;
 	}
-	if (d.ino.kind == SL_KIND_FILE) {
-		if (!is_noop(&d.ino, s))
-			rc = land_refuse(l, EPERM);
-	} else if (s->flags & SL_SET_SIZE) {
-		rc = EISDIR;
-	} else if (!is_noop(&d.ino, s)) {
-		set_attrs(s, &d.ino.mode, &d.ino.uid, &d.ino.gid, &d.ino.mtime_ns, &d.ino.ctime_ns);
-		rc = sl_catalog_write(l->cat, inode_put_apply, &d);
+	if ((s->flags & SL_SET_SIZE) && s->size != a.ino.size) {
+		rc = a.ino.kind == SL_KIND_DIR ? EISDIR : land_refuse(l, EPERM);
+		goto unlock;
 	}
-	if (rc == 0)
-		land_attr_of_inode(&d.ino, out);
+	if (!is_noop(&a.ino, s)) {
+		if (a.ino.kind == SL_KIND_DIR) {
+			/* its record takes the times now: no older change may follow */
+			pthread_mutex_lock(&l->mu);
+			land_forget_dir(l, id);
+			pthread_mutex_unlock(&l->mu);
+		}
+		rc = sl_catalog_write(l->cat, attr_put_apply, &a);
+		if (rc == 0 && !a.found)
+			rc = ENOENT;
+	}
+	if (rc == 0) {
+		land_attr_of_inode(&a.ino, out);
+		if (a.ino.kind == SL_KIND_DIR) {
+			pthread_mutex_lock(&l->mu);
+			land_dir_times(l, out);
+			pthread_mutex_unlock(&l->mu);
+		}
+	}
 unlock:
 	pthread_rwlock_unlock(&l->op);
 	return rc;

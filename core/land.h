@@ -17,9 +17,11 @@
 #include <sys/types.h>
 
 #define SL_ERRNO_MAX 256 /* refusals are counted for errno values below this */
-#define SL_INLINE_MAX 65536
+#define SL_INLINE_MAX 65536 /* landed files up to this size live inside LMDB */
 #define SL_SHARED_SIZE 4096
-#define SL_SHARED_MAGIC 0x01006563696c7573ull /* "sluice\0\1" */ /* landed files up to this size live inside LMDB */
+#define SL_SHARED_MAGIC 0x01006563696c7573ull /* "sluice\0\1" */
+/* a temp-named file released this long without a rename is abandoned */
+#define SL_TEMP_ABANDON_NS (3600ll * 1000000000ll)
 
 struct sl_land;
 struct sl_handle;
@@ -39,12 +41,15 @@ struct sl_attr {
 	uint64_t size;
 	int64_t mtime_ns;
 	int64_t ctime_ns;
+	int64_t atime_ns;  /* 0: take mtime_ns */
 	bool landed;       /* immutable: long cache timeouts are safe */
+	bool unlinked;     /* an open file whose name is gone: st_nlink 0 */
 };
 
 struct sl_land_counters {
 	uint64_t files_landed, bytes_landed; /* since the data dir was created */
 	uint64_t in_flight;                  /* created, not landed nor dropped */
+	uint64_t temp_abandoned;             /* temp files released, never renamed */
 	uint64_t refused[SL_ERRNO_MAX];       /* by errno */
 };
 
@@ -55,14 +60,16 @@ enum sl_setattr_flags {
 	SL_SET_SIZE = 1 << 3,
 	SL_SET_MTIME = 1 << 4,
 	SL_SET_MTIME_NOW = 1 << 5,
-	SL_SET_ATIME = 1 << 6, /* accepted and ignored: sluice keeps no atime */
+	SL_SET_ATIME = 1 << 6,
+	SL_SET_ATIME_NOW = 1 << 7,
 };
 
 struct sl_setattr {
 	unsigned flags;    /* enum sl_setattr_flags */
 	uint32_t mode, uid, gid;
 	uint64_t size;
-	int64_t mtime_ns;
+	int64_t mtime_ns, atime_ns;
+	uint32_t caller;   /* uid of the caller: a truncate by non-root clears set-id bits */
 };
 
 /*
@@ -99,17 +106,26 @@ int sl_land_read_fd(struct sl_handle *h);
 int sl_land_write(struct sl_handle *h, const void *buf, size_t size, off_t off);
 /*
  * Zero-copy writes: sl_land_write_fd() readies the handle for a write of
- * size bytes at off into a blob and returns its fd in *fd (borrowed), or -1
- * when the bytes must go through sl_land_write(); the caller writes, then
- * reports with sl_land_write_done() (err: the write's errno, or 0).
+ * size bytes at off by caller uid (not root: set-id bits are cleared) into
+ * a blob and returns its fd in *fd (borrowed), or -1 when the bytes must go
+ * through sl_land_write(); the caller writes, then reports with
+ * sl_land_write_done() (err: the write's errno, or 0).
+ *
+ * Errors: a storage error (ENOSPC, EDQUOT, EIO) on bytes already accepted
+ * poisons the file (it never lands); any other error fails the call only.
  */
-int sl_land_write_fd(struct sl_handle *h, size_t size, off_t off, int *fd);
+int sl_land_write_fd(struct sl_handle *h, size_t size, off_t off, uint32_t uid, int *fd);
 int sl_land_write_done(struct sl_handle *h, size_t size, off_t off, int err);
 int sl_land_flush(struct sl_handle *h);
 int sl_land_fsync(struct sl_handle *h);
 void sl_land_release(struct sl_handle *h);
 int sl_land_fallocate(struct sl_handle *h, int mode, off_t off, off_t len);
 
+/*
+ * chmod, chown, utimensat and truncate. A landed file (or one released at a
+ * final name, being published) takes mode, owner and times durably: the
+ * call returns once a commit recorded them; its size is immutable (EPERM).
+ */
 int sl_land_setattr(struct sl_land *l, uint64_t id, struct sl_handle *h,
 		    const struct sl_setattr *set, struct sl_attr *out);
 int sl_land_mkdir(struct sl_land *l, uint64_t parent, const char *name, uint32_t mode,
@@ -152,11 +168,10 @@ int sl_land_clean(struct sl_land *l, const uint64_t *ids, size_t n, bool archive
  * cached (cleanSource, a complete-mode snapshot). fn must not block on the
  * file system.
  */
-/* Reports that parent/name left the tree (through the fn installed above). */
-void sl_land_changed(struct sl_land *l, uint64_t parent, const char *name);
-
 void sl_land_set_change(struct sl_land *l,
 			void (*fn)(void *ctx, uint64_t parent, const char *name), void *ctx);
+/* Reports that parent/name left the tree (through the fn installed above). */
+void sl_land_changed(struct sl_land *l, uint64_t parent, const char *name);
 
 /* The catalog and blobs behind l, for the engine (borrowed until close). */
 struct sl_catalog *sl_land_catalog(struct sl_land *l);

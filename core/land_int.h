@@ -3,6 +3,7 @@
 #ifndef SLUICE_CORE_LAND_INT_H
 #define SLUICE_CORE_LAND_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -14,6 +15,8 @@
 struct sl_blobs;
 struct sl_temp;
 struct sl_txn;
+struct bundle;
+struct dirtime;
 
 struct sl_land {
 	struct sl_catalog *cat;
@@ -36,11 +39,21 @@ struct sl_land {
 	void *on_change_ctx;
 	uint64_t pins[64];          /* ids the engine uses, uncommitted (guarded by mu) */
 	void *on_land_ctx;
+	struct dirtime **dirtimes;  /* folders' times changed since their last commit (mu) */
+	size_t ndirtimes;           /* entries in dirtimes (mu) */
+	uint64_t temp_abandoned;    /* guarded by mu; committed with the counters */
+	uint64_t temp_abandoned_new; /* counted, not yet added in the catalog (mu) */
+	int64_t abandon_ns;         /* SL_TEMP_ABANDON_NS, or SLUICE_TEMP_ABANDON_MS */
+	pthread_t sweeper;          /* looks for abandoned temp files */
+	bool sweeper_running;
+	bool sweeper_stop;          /* guarded by mu */
+	pthread_cond_t sweeper_cv;
 };
 
 /* One file's record: what FLUSH, rename, publish and `sluice land` write. */
 struct rec {
 	struct sl_land *l;     /* whose queries index what lands */
+	struct node *n;        /* the in-flight file: its attributes are taken at the apply */
 	struct sl_inode ino;   /* the record to write; state set by the apply */
 	void *data;            /* inline bytes (ino.storage == SL_STORE_INLINE) */
 	bool land;             /* write it landed, else recorded */
@@ -60,10 +73,14 @@ struct node {
 	char name[SL_NAME_MAX + 1];
 	bool named;         /* its name is in in/ (false once unlinked, replaced, poisoned) */
 	bool landed;        /* published: the catalog holds it now */
-	bool publishing;    /* a publish is queued */
+	bool publishing;    /* sealed: released at a final name, as good as landed */
 	bool in_id_table;
+	bool abandoned;     /* counted in tempAbandoned */
 	int writers;        /* open writable handles */
-	int refs;           /* handles + named + publishing */
+	int refs;           /* handles + named + publishing + bundle */
+	bool bundle_pending; /* a bundle member not yet released */
+	int64_t released_ns; /* when writers last fell to 0 (for tempAbandoned) */
+	struct bundle *bundle; /* the folder landing it waits with, or NULL */
 	struct node *id_next, *name_next;
 
 	pthread_mutex_t rec_mu;
@@ -75,9 +92,10 @@ struct node {
 	bool blob_named;    /* the blob's folder entry is durable */
 	bool keep_blob;     /* the blob holds landed bytes: keep it at free */
 	uint32_t mode, uid, gid;
-	int64_t mtime_ns, ctime_ns;
+	int64_t mtime_ns, ctime_ns, atime_ns;
 	uint64_t size;
 	uint64_t version;   /* bumps on every change of the bytes */
+	uint64_t flushed_version; /* version at the last FLUSH */
 	uint64_t rec_version;
 	bool recorded;      /* the catalog holds a record (path, length) */
 	atomic_int poison;  /* errno that poisoned it, or 0 */
@@ -113,6 +131,15 @@ void land_unref(struct sl_land *l, struct node *n);
 
 /* Counts err as refused (one durable commit) and returns it. */
 int land_refuse(struct sl_land *l, int err);
+/* Whether err means accepted bytes cannot be made durable (poisons). */
+static inline bool land_storage_error(int err)
+{
+	return err == ENOSPC || err == EDQUOT || err == EIO;
+}
+/* Poisons n when err is a storage error; returns err either way. */
+int land_fail(struct sl_land *l, struct node *n, int err);
+/* Copies n's mode, owner and times into i. n->dmu not held. */
+void land_attrs_to_inode(struct node *n, struct sl_inode *i);
 void land_attr_of_node(struct node *n, struct sl_attr *a);
 void land_attr_of_inode(const struct sl_inode *i, struct sl_attr *a);
 bool land_valid_name(const char *name);
@@ -126,8 +153,13 @@ int land_check_dir(struct sl_txn *t, uint64_t id);
 int land_cancel(struct sl_txn *t, uint64_t id);
 /* sl_apply_fn around land_cancel(); arg is a uint64_t *. */
 int land_cancel_apply(struct sl_txn *t, void *arg);
-/* Fills r from n's bytes, made durable (fsync of a staged blob). n->rec_mu held. */
-int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t *version);
+/*
+ * Fills r from n's bytes, made durable (fsync of a staged blob) unless
+ * !sync, when the caller makes them durable itself (sl_blobs_syncfs).
+ * n->rec_mu held.
+ */
+int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t *version,
+		      bool sync);
 /* n never lands: its name leaves in/, its bytes go at its last release. */
 void land_poison(struct sl_land *l, struct node *n, int err);
 /*
@@ -135,8 +167,45 @@ void land_poison(struct sl_land *l, struct node *n, int err);
  * recorded at this version already. l->op held.
  */
 int land_record_locked(struct sl_land *l, struct node *n, bool force);
-/* Queues the landing of n (no writer left), riding the next group commit. */
-void land_publish(struct sl_land *l, struct node *n);
+/*
+ * Queues the landing of the sealed files v[0..n) (no writer left, recorded,
+ * publishing set) in one group commit, and steals one reference of each.
+ */
+void land_publish(struct sl_land *l, struct node **v, size_t n);
+/* Seals n at its release: see sl_land_release. */
+
+/* ---- land_folder.c: folder renames and the bundles they make ---- */
+
+/*
+ * Renames folder id (parent/name -> newparent/newname, replacing the empty
+ * folder `replace` when not 0) and re-evaluates the in-flight files under
+ * it in the same commit. l->op held exclusive; no read txn open.
+ */
+int land_rename_dir(struct sl_land *l, uint64_t id, uint64_t parent, const char *name,
+		    uint64_t newparent, const char *newname, uint64_t replace);
+/*
+ * n leaves its bundle (unlinked, renamed, poisoned or become temporary);
+ * l->mu held. When the members left are all released, returns them in *v
+ * (a new array, *nv entries, each with a reference) for land_publish().
+ */
+void land_bundle_leave(struct sl_land *l, struct node *n, struct node ***v, size_t *nv);
+/* n, a bundle member, was released and sealed; same output. l->mu held. */
+void land_bundle_released(struct sl_land *l, struct node *n, struct node ***v, size_t *nv);
+/* At close: n leaves its bundle, freed with its last member. No lock. */
+void land_bundle_drop(struct node *n);
+
+/* ---- folder times: changed in memory, committed with the next commit ---- */
+
+/* Sets folder dir's mtime and ctime to now. l->mu held. */
+void land_touch_dir(struct sl_land *l, uint64_t dir);
+/* Overlays a folder's uncommitted times on a; l->mu held. */
+void land_dir_times(struct sl_land *l, struct sl_attr *a);
+/* Forgets dir's uncommitted times (its record is being set). l->mu held. */
+void land_forget_dir(struct sl_land *l, uint64_t dir);
+/* Writes the uncommitted folder times in t (rides every group commit). */
+int land_dir_times_apply(struct sl_land *l, struct sl_txn *t);
+/* Frees the folder times table (at close). */
+void land_dir_times_free(struct sl_land *l);
 
 int land_rec_apply(struct sl_txn *t, void *arg);
 /* Lands i in txn t: seq, counters, and the index of every query reading it. */

@@ -81,8 +81,12 @@ int sl_land_mkdir(struct sl_land *l, uint64_t parent, const char *name, uint32_t
 	pthread_mutex_unlock(&l->mu);
 	if (rc == 0)
 		rc = sl_catalog_write(l->cat, mkdir_apply, &m);
-	if (rc == 0)
+	if (rc == 0) {
 		land_attr_of_inode(&m.ino, out);
+		pthread_mutex_lock(&l->mu);
+		land_touch_dir(l, parent);
+		pthread_mutex_unlock(&l->mu);
+	}
 unlock:
 	pthread_rwlock_unlock(&l->op);
 	return rc;
@@ -135,6 +139,12 @@ int sl_land_rmdir(struct sl_land *l, uint64_t parent, const char *name)
 	pthread_mutex_unlock(&l->mu);
 	if (rc == 0)
 		rc = sl_catalog_write_freeing(l->cat, land_cancel_apply, &id);
+	if (rc == 0) {
+		pthread_mutex_lock(&l->mu);
+		land_forget_dir(l, id);
+		land_touch_dir(l, parent);
+		pthread_mutex_unlock(&l->mu);
+	}
 unlock:
 	pthread_rwlock_unlock(&l->op);
 	return rc;
@@ -153,7 +163,8 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 {
 	struct sl_txn *t;
 	struct sl_inode i;
-	struct node *n, *dead = NULL;
+	struct node *n, *dead = NULL, **pub = NULL;
+	size_t npub = 0;
 	uint64_t id;
 	int rc = 0;
 
@@ -177,12 +188,18 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 			n->recorded = false;
 			pthread_mutex_unlock(&n->dmu);
 			pthread_mutex_lock(&l->mu);
+			if (n->bundle)
+				land_bundle_leave(l, n, &pub, &npub);
 			dead = land_unname_locked(l, n);
+			land_touch_dir(l, parent);
 			pthread_mutex_unlock(&l->mu);
 		}
 		if (dead)
 			land_free_node(l, dead);
 		land_unref(l, n);
+		if (npub)
+			land_publish(l, pub, npub);
+		free(pub);
 		goto unlock;
 	}
 	if ((rc = sl_catalog_read(l->cat, &t)))
@@ -204,6 +221,11 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 		land_refuse(l, rc);
 	if (rc == 0 && i.storage == SL_STORE_BLOB)
 		sl_blob_unlink(l->blobs, id);
+	if (rc == 0) {
+		pthread_mutex_lock(&l->mu);
+		land_touch_dir(l, parent);
+		pthread_mutex_unlock(&l->mu);
+	}
 unlock:
 	pthread_rwlock_unlock(&l->op);
 	return rc;
@@ -211,54 +233,12 @@ unlock:
 
 /* ---- rename ---- */
 
+/* A folder rename, checked by rename_dir(), carried out by land_rename_dir(). */
 struct dir_move {
 	uint64_t id, parent, newparent;
 	char name[SL_NAME_MAX + 1], newname[SL_NAME_MAX + 1];
 	uint64_t replace; /* an empty folder replaced, or 0 */
 };
-
-static int dir_move_apply(struct sl_txn *t, void *arg)
-{
-	struct dir_move *m = arg;
-	struct sl_inode i;
-	int rc;
-
-	if (m->replace && (rc = land_cancel(t, m->replace)))
-		return rc;
-	if ((rc = sl_cat_inode_get(t, m->id, &i)))
-		return rc;
-	i.parent = m->newparent;
-	strcpy(i.name, m->newname);
-	if ((rc = sl_cat_dirent_del(t, m->parent, m->name)) || (rc = sl_cat_inode_put(t, &i)))
-		return rc;
-	return sl_cat_dirent_put(t, m->newparent, m->newname, m->id);
-}
-
-/* Stops at the first file found under a folder (recursively): 1. */
-static int any_file(struct sl_txn *t, uint64_t dir, int depth);
-
-static int any_file_cb(void *ctx, const char *name, uint64_t id)
-{
-	struct sl_txn *t = ((void **)ctx)[0];
-	int depth = *(int *)((void **)ctx)[1];
-	struct sl_inode i;
-	int rc;
-
-	(void)name;
-	if ((rc = sl_cat_inode_get(t, id, &i)))
-		return rc;
-	if (i.kind == SL_KIND_FILE)
-		return 1;
-	return any_file(t, id, depth + 1);
-}
-
-static int any_file(struct sl_txn *t, uint64_t dir, int depth)
-{
-	void *ctx[2] = {t, &depth};
-	if (depth > 256)
-		return SL_ECORRUPT;
-	return sl_cat_dirent_each(t, dir, NULL, any_file_cb, ctx);
-}
 
 /*
  * Checks a folder rename and fills m; the caller commits it after ending t
@@ -303,18 +283,15 @@ static int rename_dir(struct sl_land *l, struct sl_txn *t, struct dir_move *m, u
 			return rc == 1 ? ENOTEMPTY : rc;
 		m->replace = tid;
 	}
-	/* a landed name is final, and so are the folders above it */
-	rc = any_file(t, m->id, 0);
-	if (rc)
-		return rc == 1 ? land_refuse(l, EPERM) : rc;
-	return 0;
+	return 0; /* landed files under it: land_rename_dir() refuses */
 }
 
 /* Renames in-flight file n; l->op held exclusive. */
 static int rename_node(struct sl_land *l, struct node *n, struct node *replaced,
 		       uint64_t newparent, const char *newname, bool temp)
 {
-	struct node *dead = NULL, *dead2 = NULL;
+	struct node *dead = NULL, *dead2 = NULL, **pub = NULL;
+	size_t npub = 0;
 	struct rec r;
 	uint64_t version = 0;
 	bool was_recorded, land = false;
@@ -332,16 +309,19 @@ static int rename_node(struct sl_land *l, struct node *n, struct node *replaced,
 	if (!temp) {
 		/* renaming to a final path makes the bytes durable first */
 		pthread_mutex_lock(&n->rec_mu);
-		rc = land_make_durable(l, n, &r, &version);
+		rc = land_make_durable(l, n, &r, &version, true);
 		r.l = l;
 		pthread_mutex_unlock(&n->rec_mu);
 		if (rc) {
 			free(r.data);
-			land_poison(l, n, rc);
-			return rc;
+			return land_fail(l, n, rc);
 		}
+		r.n = n;
 		pthread_mutex_lock(&l->mu);
+		/* released: sealed, so no writer opens it while it lands */
 		land = n->writers == 0;
+		if (land)
+			n->publishing = true;
 		r.old_parent = n->parent;
 		strcpy(r.old_name, n->name);
 		pthread_mutex_unlock(&l->mu);
@@ -355,6 +335,11 @@ static int rename_node(struct sl_land *l, struct node *n, struct node *replaced,
 		rc = sl_catalog_write(l->cat, land_rec_apply, &r);
 		SL_FAULT("land.after_rename_record");
 		free(r.data);
+		if (rc && land) {
+			pthread_mutex_lock(&l->mu);
+			n->publishing = false;
+			pthread_mutex_unlock(&l->mu);
+		}
 	} else if (was_recorded || replaced_recorded) {
 		uint64_t ids[2] = {was_recorded ? n->id : 0, replaced_recorded ? replaced->id : 0};
 		for (int k = 0; k < 2 && rc == 0; k++)
@@ -377,13 +362,22 @@ static int rename_node(struct sl_land *l, struct node *n, struct node *replaced,
 		pthread_mutex_unlock(&replaced->dmu);
 	}
 	pthread_mutex_lock(&l->mu);
+	struct node **pub2 = NULL;
+	size_t npub2 = 0;
+	if (replaced && replaced->bundle)
+		land_bundle_leave(l, replaced, &pub2, &npub2);
 	if (replaced)
 		dead = land_unname_locked(l, replaced);
+	if (n->bundle)
+		land_bundle_leave(l, n, &pub, &npub); /* it lands on its own now */
+	land_touch_dir(l, n->parent);
 	land_unlink_name(l, n);
 	n->parent = newparent;
 	strcpy(n->name, newname);
 	land_link_name(l, n);
+	land_touch_dir(l, newparent);
 	if (land) {
+		n->publishing = false;
 		n->landed = true;
 		dead2 = land_unname_locked(l, n);
 	}
@@ -392,6 +386,12 @@ static int rename_node(struct sl_land *l, struct node *n, struct node *replaced,
 		land_free_node(l, dead);
 	if (dead2)
 		land_free_node(l, dead2);
+	if (npub)
+		land_publish(l, pub, npub);
+	if (npub2)
+		land_publish(l, pub2, npub2);
+	free(pub);
+	free(pub2);
 	if (land && l->on_land)
 		l->on_land(l->on_land_ctx);
 	return 0;
@@ -452,7 +452,15 @@ int sl_land_rename(struct sl_land *l, uint64_t parent, const char *name, uint64_
 		goto unref;
 	}
 	if (have_src && src.kind == SL_KIND_DIR) {
-		rc = sl_catalog_write(l->cat, dir_move_apply, &m);
+		rc = land_rename_dir(l, m.id, m.parent, m.name, m.newparent, m.newname, m.replace);
+		if (rc == 0) {
+			pthread_mutex_lock(&l->mu);
+			if (m.replace)
+				land_forget_dir(l, m.replace);
+			land_touch_dir(l, parent);
+			land_touch_dir(l, newparent);
+			pthread_mutex_unlock(&l->mu);
+		}
 		goto unref;
 	}
 	/* a landed name is final; a file being published is as good as landed */
@@ -523,6 +531,11 @@ static int list_cb(void *ctx, const char *name, uint64_t id)
 	if ((rc = sl_cat_inode_get(c->t, id, &i)))
 		return rc == SL_NOTFOUND ? 0 : rc;
 	land_attr_of_inode(&i, &a);
+	if (i.kind == SL_KIND_DIR) {
+		pthread_mutex_lock(&c->l->mu);
+		land_dir_times(c->l, &a);
+		pthread_mutex_unlock(&c->l->mu);
+	}
 	return c->fn(c->ctx, name, &a);
 }
 

@@ -181,8 +181,23 @@ void land_attr_of_node(struct node *n, struct sl_attr *a)
 	a->size = n->size;
 	a->mtime_ns = n->mtime_ns;
 	a->ctime_ns = n->ctime_ns;
+	a->atime_ns = n->atime_ns;
 	pthread_mutex_unlock(&n->dmu);
 	a->landed = false;
+	/* read racily: an unlink may be on its way, as with any stat */
+	a->unlinked = !n->named && !n->landed;
+}
+
+void land_attrs_to_inode(struct node *n, struct sl_inode *i)
+{
+	pthread_mutex_lock(&n->dmu);
+	i->mode = n->mode;
+	i->uid = n->uid;
+	i->gid = n->gid;
+	i->mtime_ns = n->mtime_ns;
+	i->ctime_ns = n->ctime_ns;
+	i->atime_ns = n->atime_ns;
+	pthread_mutex_unlock(&n->dmu);
 }
 
 void land_attr_of_inode(const struct sl_inode *i, struct sl_attr *a)
@@ -194,7 +209,9 @@ void land_attr_of_inode(const struct sl_inode *i, struct sl_attr *a)
 	a->size = i->size;
 	a->mtime_ns = i->mtime_ns;
 	a->ctime_ns = i->ctime_ns;
+	a->atime_ns = i->atime_ns;
 	a->landed = i->kind == SL_KIND_FILE && i->state == SL_STATE_LANDED;
+	a->unlinked = false;
 }
 
 bool land_valid_name(const char *name)
@@ -290,6 +307,9 @@ int land_rec_apply(struct sl_txn *t, void *arg)
 
 	if (r->excl && sl_cat_dirent_get(t, i.parent, i.name, &cur) == 0)
 		return EEXIST;
+	/* a chmod or utime that raced the record is in the node: take it now */
+	if (r->n)
+		land_attrs_to_inode(r->n, &i);
 	if (r->cancel_id && (rc = land_cancel(t, r->cancel_id)))
 		return rc;
 	if (r->del_old && sl_cat_dirent_get(t, r->old_parent, r->old_name, &cur) == 0 &&
@@ -317,7 +337,8 @@ int land_cancel_apply(struct sl_txn *t, void *arg)
 
 
 /* Fills r from n's bytes, made durable. n->rec_mu held. */
-int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t *version)
+int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t *version,
+		      bool sync)
 {
 	int fd, rc = 0;
 
@@ -331,6 +352,7 @@ int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t
 	r->ino.gid = n->gid;
 	r->ino.mtime_ns = n->mtime_ns;
 	r->ino.ctime_ns = n->ctime_ns;
+	r->ino.atime_ns = n->atime_ns;
 	r->ino.size = n->size;
 	fd = n->fd;
 	if (n->size <= SL_INLINE_MAX) {
@@ -346,8 +368,13 @@ int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t
 		r->ino.storage = SL_STORE_BLOB;
 	}
 	bool named = n->blob_named;
+	/* a landed blob holds exactly its record: drop what fallocate reserved past it */
+	struct stat st;
+	if (rc == 0 && fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size > n->size &&
+	    ftruncate(fd, (off_t)n->size))
+		rc = errno;
 	pthread_mutex_unlock(&n->dmu);
-	if (rc || r->ino.storage == SL_STORE_INLINE)
+	if (rc || r->ino.storage == SL_STORE_INLINE || !sync)
 		return rc;
 	SL_FAULT("land.before_blob_fsync");
 	if ((rc = SL_FAULT_ERR("blob.fsync")))
@@ -379,7 +406,8 @@ static void cancel_done(void *arg, int rc)
 void land_poison(struct sl_land *l, struct node *n, int err)
 {
 	int expected = 0;
-	struct node *dead;
+	struct node *dead, **pub = NULL;
+	size_t npub = 0;
 	bool recorded;
 
 	if (!atomic_compare_exchange_strong(&n->poison, &expected, err))
@@ -398,10 +426,22 @@ void land_poison(struct sl_land *l, struct node *n, int err)
 		}
 	}
 	pthread_mutex_lock(&l->mu);
+	if (n->bundle)
+		land_bundle_leave(l, n, &pub, &npub);
 	dead = land_unname_locked(l, n);
 	pthread_mutex_unlock(&l->mu);
 	if (dead)
 		land_free_node(l, dead);
+	if (npub)
+		land_publish(l, pub, npub);
+	free(pub);
+}
+
+int land_fail(struct sl_land *l, struct node *n, int err)
+{
+	if (land_storage_error(err))
+		land_poison(l, n, err);
+	return err;
 }
 
 /*
@@ -447,8 +487,9 @@ int land_record_locked(struct sl_land *l, struct node *n, bool force)
 	uint64_t parent = r.ino.parent;
 	char name[SL_NAME_MAX + 1];
 	memcpy(name, r.old_name, sizeof(name));
-	rc = land_make_durable(l, n, &r, &version);
+	rc = land_make_durable(l, n, &r, &version, true);
 	r.l = l;
+	r.n = n;
 	if (rc == 0) {
 		r.ino.parent = parent;
 		memcpy(r.ino.name, name, sizeof(name));
@@ -467,98 +508,118 @@ int land_record_locked(struct sl_land *l, struct node *n, bool force)
 unlock:
 	pthread_mutex_unlock(&n->rec_mu);
 	if (rc > 0)
-		land_poison(l, n, rc);
+		land_fail(l, n, rc);
 	return rc;
 }
 
-/* ---- publish: RELEASE of a final-named file ---- */
+/* ---- publish: sealed files land in the next group commit ---- */
 
 struct pub {
 	struct sl_land *l;
-	struct node *n;
-	struct sl_inode attrs; /* the attributes it lands with */
-	bool landed;           /* out: the apply found it recorded and landed it */
+	size_t n;
+	int64_t landed_ns;   /* when they land */
+	struct node **v;     /* the files, each with a reference */
+	bool *landed;        /* out: the apply found v[k] recorded and landed it */
 };
 
 static int publish_apply(struct sl_txn *t, void *arg)
 {
 	struct pub *p = arg;
-	struct sl_inode i;
-	int rc = sl_cat_inode_get(t, p->n->id, &i);
+	int rc;
 
-	p->landed = false;
-	if (rc == SL_NOTFOUND)
-		return 0; /* unlinked meanwhile */
-	if (rc)
-		return rc;
-	if (i.state != SL_STATE_RECORDED)
-		return 0;
-	i.mode = p->attrs.mode;
-	i.uid = p->attrs.uid;
-	i.gid = p->attrs.gid;
-	i.mtime_ns = p->attrs.mtime_ns;
-	i.ctime_ns = p->attrs.ctime_ns;
-	i.landed_ns = p->attrs.landed_ns;
-	if ((rc = land_in_txn(p->l, t, &i)) || (rc = sl_cat_inode_put(t, &i)))
-		return rc;
-	p->landed = true;
+	for (size_t k = 0; k < p->n; k++) {
+		struct sl_inode i;
+		p->landed[k] = false;
+		rc = sl_cat_inode_get(t, p->v[k]->id, &i);
+		if (rc == SL_NOTFOUND)
+			continue; /* unlinked meanwhile */
+		if (rc)
+			return rc;
+		if (i.state != SL_STATE_RECORDED)
+			continue;
+		/* the attributes as they are now: a chmod after close is kept */
+		land_attrs_to_inode(p->v[k], &i);
+		i.landed_ns = p->landed_ns;
+		if ((rc = land_in_txn(p->l, t, &i)) || (rc = sl_cat_inode_put(t, &i)))
+			return rc;
+		p->landed[k] = true;
+	}
 	return 0;
+}
+
+static void pub_free(struct pub *p)
+{
+	if (!p)
+		return;
+	free(p->landed);
+	free(p->v);
+	free(p);
+}
+
+/* After the commit: landed files leave the node tables (l->mu held). */
+static void published_locked(struct sl_land *l, struct node *n, bool landed,
+			     struct node **dead1, struct node **dead2)
+{
+	n->publishing = false;
+	*dead1 = *dead2 = NULL;
+	if (landed) {
+		pthread_mutex_lock(&n->dmu);
+		n->keep_blob = n->fd >= 0 && n->size > SL_INLINE_MAX;
+		pthread_mutex_unlock(&n->dmu);
+		n->landed = true;
+		*dead1 = land_unname_locked(l, n);
+	}
+	if (!*dead1)
+		*dead2 = unref_locked(l, n);
 }
 
 static void publish_done(void *arg, int rc)
 {
 	struct pub *p = arg;
 	struct sl_land *l = p->l;
-	struct node *n = p->n, *dead1 = NULL, *dead2;
+	bool any = false;
 
-	if (rc)
-		sl_log(SL_LOG_ERR, "cannot land '%s': %s (it lands at the next start)", n->name,
-		       sl_strerror(rc));
-	atomic_fetch_sub(&l->publishing, 1);
-	pthread_mutex_lock(&l->mu);
-	n->publishing = false;
-	if (rc == 0 && p->landed) {
-		pthread_mutex_lock(&n->dmu);
-		n->keep_blob = n->fd >= 0 && n->size > SL_INLINE_MAX;
-		pthread_mutex_unlock(&n->dmu);
-		n->landed = true;
-		dead1 = land_unname_locked(l, n);
+	for (size_t k = 0; k < p->n; k++) {
+		struct node *n = p->v[k], *dead1, *dead2;
+		bool landed = rc == 0 && p->landed[k];
+		if (rc)
+			sl_log(SL_LOG_ERR, "cannot land '%s': %s (it lands at the next start)",
+			       n->name, sl_strerror(rc));
+		pthread_mutex_lock(&l->mu);
+		published_locked(l, n, landed, &dead1, &dead2);
+		pthread_mutex_unlock(&l->mu);
+		if (dead1)
+			land_unref(l, dead1);
+		if (dead2)
+			land_free_node(l, dead2);
+		any |= landed;
 	}
-	dead2 = dead1 ? NULL : unref_locked(l, n);
-	pthread_mutex_unlock(&l->mu);
-	if (dead1)
-		land_unref(l, dead1);
-	if (dead2)
-		land_free_node(l, dead2);
-	if (rc == 0 && p->landed && l->on_land)
+	atomic_fetch_sub(&l->publishing, p->n);
+	if (any && l->on_land)
 		l->on_land(l->on_land_ctx);
-	free(p);
+	pub_free(p);
 }
 
-/* Queues the landing of n. l->op held; n has no writer left. */
-void land_publish(struct sl_land *l, struct node *n)
+void land_publish(struct sl_land *l, struct node **v, size_t n)
 {
 	struct pub *p = calloc(1, sizeof(*p));
-	if (!p) {
-		sl_log(SL_LOG_ERR, "cannot land '%s': out of memory (it lands at the next start)",
-		       n->name);
+
+	if (p) {
+		p->v = malloc(n * sizeof(*p->v));
+		p->landed = calloc(n, sizeof(*p->landed));
+	}
+	if (!p || !p->v || !p->landed) {
+		/* recorded: recovery lands them; until then they stay sealed */
+		sl_log(SL_LOG_ERR, "cannot land %zu file(s): out of memory (they land at the "
+		       "next start)", n);
+		pub_free(p);
 		return;
 	}
 	p->l = l;
 	p->n = n;
-	pthread_mutex_lock(&n->dmu);
-	p->attrs.mode = n->mode;
-	p->attrs.uid = n->uid;
-	p->attrs.gid = n->gid;
-	p->attrs.mtime_ns = n->mtime_ns;
-	p->attrs.ctime_ns = n->ctime_ns;
-	pthread_mutex_unlock(&n->dmu);
-	p->attrs.landed_ns = land_now_ns();
-	pthread_mutex_lock(&l->mu);
-	n->publishing = true;
-	n->refs++;
-	pthread_mutex_unlock(&l->mu);
-	atomic_fetch_add(&l->publishing, 1);
+	memcpy(p->v, v, n * sizeof(*v));
+	p->landed_ns = land_now_ns();
+	atomic_fetch_add(&l->publishing, n);
 	SL_FAULT("land.before_publish");
 	sl_catalog_write_lazy(l->cat, publish_apply, p, publish_done);
 }
@@ -587,11 +648,22 @@ int land_counters_apply(struct sl_txn *t, void *arg)
 	pthread_mutex_lock(&l->mu);
 	dirty = l->counters_dirty;
 	memcpy(refused, l->refused, sizeof(refused));
+	uint64_t abandoned = l->temp_abandoned_new;
 	pthread_mutex_unlock(&l->mu);
 	for (int e = 1; dirty && e < SL_ERRNO_MAX; e++)
 		if (refused[e] && (rc = sl_cat_meta_put(t, refused_key(e, key, sizeof(key)),
 							 refused[e])))
 			return rc;
+	if (abandoned && (rc = sl_cat_meta_add(t, "temp_abandoned", (int64_t)abandoned)))
+		return rc;
+	if ((rc = land_dir_times_apply(l, t)))
+		return rc;
+	if (abandoned) {
+		/* the txn may still fail: then the count is lost, like a crash's */
+		pthread_mutex_lock(&l->mu);
+		l->temp_abandoned_new -= abandoned;
+		pthread_mutex_unlock(&l->mu);
+	}
 	return 0;
 }
 
@@ -621,13 +693,19 @@ void sl_land_counters(struct sl_land *l, struct sl_land_counters *out)
 	struct sl_txn *t;
 
 	memset(out, 0, sizeof(*out));
+	/*
+	 * In flight first: a file leaves it only after its landing committed,
+	 * so a reader that sees 0 there then sees every landing in the catalog.
+	 */
+	out->in_flight = atomic_load(l->in_flight);
 	if (sl_catalog_read(l->cat, &t) == 0) {
 		sl_cat_meta_get(t, "files_landed", &out->files_landed);
 		sl_cat_meta_get(t, "bytes_landed", &out->bytes_landed);
+		sl_cat_meta_get(t, "temp_abandoned", &out->temp_abandoned);
 		sl_txn_end(t);
 	}
-	out->in_flight = atomic_load(l->in_flight);
 	pthread_mutex_lock(&l->mu);
+	out->temp_abandoned += l->temp_abandoned_new;
 	memcpy(out->refused, l->refused, sizeof(out->refused));
 	pthread_mutex_unlock(&l->mu);
 }
@@ -698,16 +776,13 @@ void land_drop_nodes(struct sl_land *l)
 		pthread_mutex_unlock(&n->dmu);
 		if (recorded && n->named && !n->landed) {
 			/* recovery would land it at the next start: land it now */
-			struct pub p = {.l = l, .n = n};
-			p.attrs.mode = n->mode;
-			p.attrs.uid = n->uid;
-			p.attrs.gid = n->gid;
-			p.attrs.mtime_ns = n->mtime_ns;
-			p.attrs.ctime_ns = n->ctime_ns;
-			p.attrs.landed_ns = land_now_ns();
-			if (sl_catalog_write(l->cat, publish_apply, &p) == 0 && p.landed)
+			bool landed = false;
+			struct pub p = {.l = l, .n = 1, .v = &n, .landed = &landed,
+					.landed_ns = land_now_ns()};
+			if (sl_catalog_write(l->cat, publish_apply, &p) == 0 && landed)
 				n->keep_blob = n->fd >= 0 && n->size > SL_INLINE_MAX;
 		}
+		land_bundle_drop(n);
 		land_free_node(l, n);
 	}
 	atomic_store(l->in_flight, 0);

@@ -236,6 +236,12 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 	pthread_rwlock_init(&l->op, &ra);
 	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->sweeper_cv, NULL);
+	l->abandon_ns = SL_TEMP_ABANDON_NS;
+	/* tests shorten the hour (not a user option: DESIGN fixes it) */
+	const char *ab = getenv("SLUICE_TEMP_ABANDON_MS");
+	if (ab && atoll(ab) > 0)
+		l->abandon_ns = atoll(ab) * 1000000ll;
 	if ((rc = sl_temp_new(opts ? opts->temp : NULL, &l->temp)))
 		goto free_l;
 	snprintf(path, sizeof(path), "%s/catalog", datadir);
@@ -276,9 +282,69 @@ free_l:
 	return rc;
 }
 
+static int noop_apply(struct sl_txn *t, void *arg)
+{
+	(void)t, (void)arg;
+	return 0;
+}
+
+/*
+ * Counts (once) and logs the temp-named files released longer than
+ * abandon_ns ago and never renamed: the upload that never finished.
+ */
+static void *sweeper_main(void *arg)
+{
+	struct sl_land *l = arg;
+	int64_t every = l->abandon_ns / 4;
+
+	if (every > 60ll * 1000000000ll)
+		every = 60ll * 1000000000ll;
+	if (every < 10000000)
+		every = 10000000;
+	pthread_mutex_lock(&l->mu);
+	while (!l->sweeper_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		int64_t at = ts.tv_sec * 1000000000ll + ts.tv_nsec + every;
+		ts.tv_sec = at / 1000000000;
+		ts.tv_nsec = at % 1000000000;
+		pthread_cond_timedwait(&l->sweeper_cv, &l->mu, &ts);
+		if (l->sweeper_stop)
+			break;
+		int64_t now = land_now_ns();
+		size_t found = 0;
+		for (size_t b = 0; b < LAND_NBUCKET; b++)
+			for (struct node *n = l->by_name[b]; n; n = n->name_next) {
+				if (!n->named || n->landed || n->publishing || n->writers ||
+				    n->abandoned || !n->released_ns ||
+				    now - n->released_ns < l->abandon_ns)
+					continue;
+				n->abandoned = true;
+				found++;
+				sl_log(SL_LOG_WARNING,
+				       "'%s' (id %" PRIu64 "): temporary file released %" PRId64
+				       " s ago and never renamed: counted in tempAbandoned",
+				       n->name, n->id, (now - n->released_ns) / 1000000000);
+			}
+		l->temp_abandoned_new += found;
+		if (found) {
+			/* the counter rides a commit, so status shows it at once */
+			pthread_mutex_unlock(&l->mu);
+			sl_catalog_write(l->cat, noop_apply, NULL);
+			pthread_mutex_lock(&l->mu);
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
 int sl_land_start(struct sl_land *l)
 {
-	return sl_catalog_start(l->cat);
+	int rc = sl_catalog_start(l->cat);
+
+	if (rc == 0)
+		l->sweeper_running = pthread_create(&l->sweeper, NULL, sweeper_main, l) == 0;
+	return rc;
 }
 
 void sl_land_set_wakeup(struct sl_land *l, void (*fn)(void *ctx), void *ctx)
@@ -291,6 +357,13 @@ void sl_land_close(struct sl_land *l)
 {
 	if (!l)
 		return;
+	if (l->sweeper_running) {
+		pthread_mutex_lock(&l->mu);
+		l->sweeper_stop = true;
+		pthread_cond_signal(&l->sweeper_cv);
+		pthread_mutex_unlock(&l->mu);
+		pthread_join(l->sweeper, NULL);
+	}
 	land_drop_nodes(l);
 	/* every id handed out is accounted for now */
 	sl_catalog_settle(l->cat, UINT64_MAX);
@@ -298,8 +371,10 @@ void sl_land_close(struct sl_land *l)
 	sl_sources_free(l->sources);
 	sl_blobs_close(l->blobs);
 	sl_temp_free(l->temp);
+	land_dir_times_free(l);
 	pthread_rwlock_destroy(&l->op);
 	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->sweeper_cv);
 	if (l->shared) {
 		atomic_store(l->in_flight, 0);
 		munmap(l->shared, SL_SHARED_SIZE);

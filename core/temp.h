@@ -12,7 +12,10 @@
 struct sl_temp;
 
 /* The default list as a -o temp= string. */
-#define SL_TEMP_DEFAULT ".*:*.tmp:*.part:*.partial:*.filepart:*.crdownload:*._COPYING_:*~:#*#:4913"
+/* sed -i's scratch file is "sed" and exactly six of [A-Za-z0-9] (mkostemp) */
+#define SL_TEMP_SED "sed[A-Za-z0-9][A-Za-z0-9][A-Za-z0-9][A-Za-z0-9][A-Za-z0-9][A-Za-z0-9]"
+#define SL_TEMP_DEFAULT \
+	".*:*.tmp:*.part:*.partial:*.filepart:*.crdownload:*._COPYING_:*~:#*#:4913:" SL_TEMP_SED
 
 /* Parses "GLOB:GLOB..." (NULL: the default). EINVAL for an empty glob. */
 int sl_temp_new(const char *spec, struct sl_temp **out);

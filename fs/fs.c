@@ -129,8 +129,11 @@ static void fill_stat(const struct sl_attr *a, struct stat *st)
 	memset(st, 0, sizeof(*st));
 	st->st_ino = a->id;
 	st->st_mode = a->mode;
-	/* 1 for folders: tells find(1) not to count subfolders by link count */
-	st->st_nlink = 1;
+	/*
+	 * 1 for folders, as btrfs: tells find(1) not to count subfolders by
+	 * link count; 0 for an open file whose name is gone
+	 */
+	st->st_nlink = a->unlinked ? 0 : 1;
 	st->st_uid = a->uid;
 	st->st_gid = a->gid;
 	st->st_size = (off_t)a->size;
@@ -138,7 +141,9 @@ static void fill_stat(const struct sl_attr *a, struct stat *st)
 	st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
 	st->st_mtim.tv_sec = a->mtime_ns / 1000000000;
 	st->st_mtim.tv_nsec = a->mtime_ns % 1000000000;
-	st->st_atim = st->st_mtim;
+	int64_t atime = a->atime_ns ? a->atime_ns : a->mtime_ns;
+	st->st_atim.tv_sec = atime / 1000000000;
+	st->st_atim.tv_nsec = atime % 1000000000;
 	st->st_ctim.tv_sec = a->ctime_ns / 1000000000;
 	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
 }
@@ -450,6 +455,13 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		s.flags |= SL_SET_MTIME;
 		s.mtime_ns = attr->st_mtim.tv_sec * 1000000000ll + attr->st_mtim.tv_nsec;
 	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		s.flags |= SL_SET_ATIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		s.flags |= SL_SET_ATIME;
+		s.atime_ns = attr->st_atim.tv_sec * 1000000000ll + attr->st_atim.tv_nsec;
+	}
+	s.caller = fuse_req_ctx(req)->uid;
 	rc = sl_land_setattr(fs->land, ino, fi ? ((struct fh *)fi->fh)->h : NULL, &s, &a);
 	if (rc) {
 		fuse_reply_err(req, fs_errno(rc));
@@ -685,7 +697,7 @@ static void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	rc = sl_land_write_fd(f->h, size, off, &fd);
+	rc = sl_land_write_fd(f->h, size, off, fuse_req_ctx(req)->uid, &fd);
 	if (rc) {
 		fuse_reply_err(req, fs_errno(rc));
 		return;

@@ -114,21 +114,32 @@ static int parse_o(struct mount_opts *m, char *list)
 
 /*
  * With allow_other, other users reach the files: the kernel must check their
- * permissions, so default_permissions comes along (DESIGN, security).
+ * permissions, so default_permissions comes along (DESIGN, security). Set-id
+ * files and device nodes mean nothing in a landing zone: nosuid and nodev
+ * unless `-o suid` or `-o dev` says otherwise.
  */
 static int enforce_permissions(struct mount_opts *m)
 {
-	bool other = false, perms = false;
+	bool other = false, perms = false, suid = false, dev = false;
 	char *copy = m->fuse_opts ? strdup(m->fuse_opts) : NULL, *save = NULL;
+	int rc = 0;
 
 	if (m->fuse_opts && !copy)
 		return ENOMEM;
 	for (char *o = copy ? strtok_r(copy, ",", &save) : NULL; o; o = strtok_r(NULL, ",", &save)) {
 		other |= !strcmp(o, "allow_other");
 		perms |= !strcmp(o, "default_permissions");
+		suid |= !strcmp(o, "suid") || !strcmp(o, "nosuid");
+		dev |= !strcmp(o, "dev") || !strcmp(o, "nodev");
 	}
 	free(copy);
-	return other && !perms ? append(&m->fuse_opts, "default_permissions") : 0;
+	if (other && !perms)
+		rc = append(&m->fuse_opts, "default_permissions");
+	if (rc == 0 && !suid)
+		rc = append(&m->fuse_opts, "nosuid");
+	if (rc == 0 && !dev)
+		rc = append(&m->fuse_opts, "nodev");
+	return rc;
 }
 
 static int check_mountpoint(const char *mnt)

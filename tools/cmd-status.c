@@ -117,11 +117,15 @@ int cmd_status(int argc, char **argv)
 		sl_datadir_close(d);
 		return rc == SL_ECORRUPT || rc == SL_EVERSION ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
 	}
+	/*
+	 * In flight before the catalog: a file leaves it only once its landing
+	 * committed, so in_flight=0 means files= counts every closed file.
+	 */
+	sl_land_shared_in_flight(datadir, &in_flight);
 	rc = sl_catalog_read(cat, &t);
 	if (rc == 0) {
 		sl_cat_meta_get(t, "files_landed", &files);
 		sl_cat_meta_get(t, "bytes_landed", &bytes);
-		sl_land_shared_in_flight(datadir, &in_flight);
 		printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64
 		       " refused=",
 		       files, bytes, in_flight);

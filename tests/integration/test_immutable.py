@@ -79,45 +79,58 @@ def test_landed_shell_tools_refused(landed):
     assert_unchanged(landed)
 
 
-def test_landed_chmod(landed):
+def assert_bytes_unchanged(m, name="f.json"):
+    assert read_file(m.inp(name)) == DATA
+    assert os.stat(m.inp(name)).st_size == len(DATA)
+
+
+def test_landed_chmod(landed, mounts):
+    """Mode changes after landing (install -m, cp -p, unzip set it late): allowed, durable."""
     before = landed.landing()
-    expect_errno(errno.EPERM, os.chmod, landed.inp("f.json"), 0o600)
-    refused_once(landed, before)
-    assert_unchanged(landed)
-    os.chmod(landed.inp("f.json"), 0o644)  # no-op: allowed
-    assert_unchanged(landed)
-    assert util.refused(landed.landing()) == util.refused(before) + 1
+    os.chmod(landed.inp("f.json"), 0o600)
+    assert stat.S_IMODE(os.stat(landed.inp("f.json")).st_mode) == 0o600
+    os.chmod(landed.inp("f.json"), 0o4755)
+    assert_bytes_unchanged(landed)
+    assert util.refused(landed.landing()) == util.refused(before)
+    landed.unmount()
+    m = mounts.remount(landed)
+    st = os.stat(m.inp("f.json"))
+    assert stat.S_IMODE(st.st_mode) == 0o4755 and st.st_mtime_ns == MTIME_NS
+    assert_bytes_unchanged(m)
+    # still immutable bytes
+    expect_errno(errno.EPERM, os.open, m.inp("f.json"), os.O_WRONLY)
 
 
-def test_landed_chown(landed):
-    before = landed.landing()
-    expect_errno(errno.EPERM, os.chown, landed.inp("f.json"), 1234, -1)
-    expect_errno(errno.EPERM, os.chown, landed.inp("f.json"), -1, 1234)
-    d = landed.landing()
-    assert util.refused(d) == util.refused(before) + 2
-    assert_unchanged(landed)
-    os.chown(landed.inp("f.json"), os.getuid(), os.getgid())  # same owner: allowed
-    os.chown(landed.inp("f.json"), -1, -1)
-    assert_unchanged(landed)
-    assert util.refused(landed.landing()) == util.refused(before) + 2
-
-
-def test_landed_utime(landed):
-    before = landed.landing()
-    expect_errno(errno.EPERM, os.utime, landed.inp("f.json"), ns=(MTIME_NS, MTIME_NS + 1))
-    expect_errno(errno.EPERM, os.utime, landed.inp("f.json"))  # "now"
-    assert util.refused(landed.landing()) == util.refused(before) + 2
-    assert_unchanged(landed)
+def test_landed_chown(landed, mounts):
+    """chown is allowed and durable, and clears the set-id bits (as the kernel does)."""
+    os.chmod(landed.inp("f.json"), 0o6755)
+    os.chown(landed.inp("f.json"), 1234, -1)
+    os.chown(landed.inp("f.json"), -1, 1234)
     st = os.stat(landed.inp("f.json"))
-    os.utime(landed.inp("f.json"), ns=(st.st_atime_ns, st.st_mtime_ns))  # no-op: allowed
-    assert_unchanged(landed)
-    assert util.refused(landed.landing()) == util.refused(before) + 2
-    # touch first tries open(O_WRONLY|O_CREAT) (refused, counted), then sets
-    # the same mtime with atime untouched: a no-op, so touch succeeds
-    p = util.run(["touch", "-m", "-d", "@%d" % (MTIME_NS // 10**9), landed.inp("f.json")])
+    assert (st.st_uid, st.st_gid) == (1234, 1234)
+    assert stat.S_IMODE(st.st_mode) == 0o755, oct(st.st_mode)
+    landed.unmount()
+    m = mounts.remount(landed)
+    st = os.stat(m.inp("f.json"))
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1234, 1234, 0o755)
+    assert_bytes_unchanged(m)
+
+
+def test_landed_utime(landed, mounts):
+    """utimensat sets mtime and atime as given (curl -R, wget -N, shutil.copy2), durably."""
+    before = landed.landing()
+    os.utime(landed.inp("f.json"), ns=(MTIME_NS - 5, MTIME_NS + 1))
+    st = os.stat(landed.inp("f.json"))
+    assert (st.st_atime_ns, st.st_mtime_ns) == (MTIME_NS - 5, MTIME_NS + 1)
+    p = util.run(["touch", "-m", "-d", "@981173106", landed.inp("f.json")])
     assert p.returncode == 0, p.stderr
-    assert_unchanged(landed)
-    assert util.refused(landed.landing()) == util.refused(before) + 3
+    landed.unmount()
+    m = mounts.remount(landed)
+    st = os.stat(m.inp("f.json"))
+    assert st.st_mtime_ns == 981173106 * 10**9 and st.st_atime_ns == MTIME_NS - 5
+    assert_bytes_unchanged(m)
+    # touch's open(O_WRONLY|O_CREAT) is refused first (counted), then it sets the times
+    assert util.refused(m.landing()) == util.refused(before) + 1
 
 
 @pytest.mark.parametrize("dst", ["g.json", ".f.json.tmp", "sub/f.json"])
