@@ -199,7 +199,14 @@ static int fill(struct sl_txn *t, struct planned *f, uint64_t id, uint64_t seq,
 	f->seq = seq;
 	f->size = i.size;
 	f->landed_ms = i.landed_ns / 1000000;
-	f->clock_us = (q->source.file_age_by == SL_AGE_MTIME ? i.mtime_ns : i.landed_ns) / 1000;
+	/*
+	 * mtime as it is now, capped at the landing time: a `touch -d 2099`
+	 * (allowed on a landed file) must not age every later file
+	 */
+	int64_t clock_ns = i.landed_ns;
+	if (q->source.file_age_by == SL_AGE_MTIME && i.mtime_ns < i.landed_ns)
+		clock_ns = i.mtime_ns;
+	f->clock_us = clock_ns / 1000;
 	return sl_sources_relpath(t, &i, f->path, sizeof(f->path));
 }
 

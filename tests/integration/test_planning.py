@@ -318,6 +318,27 @@ def test_max_file_age_first_batch_takes_all(mounts, tmp_path):
     assert sorted(out_ids(m)) == ["a.json", "b.json", "c.json", "e.json"]
 
 
+def test_max_file_age_mtime_capped_at_landing(mounts, tmp_path):
+    """fileAgeBy mtime takes a file's mtime capped at its landing time: a
+    future mtime (touch -d 2099, allowed on a landed file) cannot age every
+    later file out (DESIGN §1)."""
+    data = str(tmp_path / "data")
+    m = mounts.new(data=data)  # no query yet: nothing plans before the touch
+    os.mkdir(m.inp("dev"))
+    write_file(m.inp("dev", "future.json"), b'{"id":"future.json","n":1}\n')
+    m.wait_landed()
+    os.utime(m.inp("dev", "future.json"), (4102444800, 4102444800))  # 2100-01-01
+    m.unmount()
+    write_config(data, {"dev": {"path": "dev", "fileAgeBy": "mtime", "maxFileAge": "1 day"}})
+    assert run_lines(data) == ["dev: 1 batches, 1 rows"]
+    land(data, src_file(tmp_path, "later.json", age_days=0.5))
+    assert run_lines(data) == ["dev: 1 batches, 1 rows"]
+    m = mounts.new(data=data)
+    assert sorted(out_ids(m)) == ["future.json", "later.json"]
+    report = json.loads(open(m.p("status", "dev.json")).read())
+    assert report["skippedByMaxFileAge"] == 0
+
+
 def test_max_file_age_option_forms(mounts, tmp_path):
     data = str(tmp_path / "data")
     # a duration with a space and a plural unit; changed between starts (allowed)
