@@ -187,6 +187,7 @@ struct move {
 	struct member *m;
 	size_t n;
 	bool land;         /* every joining file is released: they land now */
+	int64_t landed_ns; /* when they land (their age clock) */
 };
 
 static int move_apply(struct sl_txn *t, void *arg)
@@ -210,6 +211,7 @@ static int move_apply(struct sl_txn *t, void *arg)
 			return rc;
 		if (m->join) {
 			m->r.land = mv->land;
+			m->r.ino.landed_ns = mv->land ? mv->landed_ns : 0;
 			if ((rc = land_rec_apply(t, &m->r)))
 				return rc;
 		}
@@ -415,6 +417,7 @@ int land_rename_dir(struct sl_land *l, uint64_t id, uint64_t parent, const char 
 	pthread_mutex_lock(&l->mu);
 	mv.land = seal_released(&mv);
 	pthread_mutex_unlock(&l->mu);
+	mv.landed_ns = land_now_ns();
 
 	if (!(dead = calloc(mv.n ? mv.n : 1, sizeof(*dead)))) {
 		rc = ENOMEM;

@@ -368,11 +368,11 @@ int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t
 		r->ino.storage = SL_STORE_BLOB;
 	}
 	bool named = n->blob_named;
-	/* a landed blob holds exactly its record: drop what fallocate reserved past it */
-	struct stat st;
-	if (rc == 0 && fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size > n->size &&
-	    ftruncate(fd, (off_t)n->size))
-		rc = errno;
+	/*
+	 * The blob may hold more than n->size: a spliced write another handle
+	 * has not reported yet. Never trim here; what lands is n->size bytes,
+	 * and recovery cuts a blob to its record.
+	 */
 	pthread_mutex_unlock(&n->dmu);
 	if (rc || r->ino.storage == SL_STORE_INLINE || !sync)
 		return rc;

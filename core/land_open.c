@@ -364,6 +364,15 @@ void sl_land_close(struct sl_land *l)
 		pthread_mutex_unlock(&l->mu);
 		pthread_join(l->sweeper, NULL);
 	}
+	/*
+	 * Publishes still queued hold nodes: let them commit before the nodes
+	 * go (a forced commit takes the lazy requests along).
+	 */
+	for (int i = 0; atomic_load(&l->publishing) && i < 5000; i++) {
+		sl_catalog_write(l->cat, noop_apply, NULL);
+		if (atomic_load(&l->publishing))
+			usleep(1000);
+	}
 	land_drop_nodes(l);
 	/* every id handed out is accounted for now */
 	sl_catalog_settle(l->cat, UINT64_MAX);

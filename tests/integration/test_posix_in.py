@@ -244,3 +244,36 @@ def test_abandoned_temp_file_counted_once(mounts):
     m.unmount()
     m = mounts.remount(m)
     assert m.landing()["tempAbandoned"] == 1  # committed with the counters
+
+
+def test_bundle_beside_a_processed_file_reaches_the_query(mounts, tmp_path):
+    """A bundle renamed from a temp folder into a folder whose files a query
+    already processed: its files land with their landing time as age clock
+    (they were once skipped by maxFileAge as files from 1970)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sluice.json").write_text(json.dumps({"queries": {"dev": {
+        "source": {"format": "json", "path": "dev", "schema": "id STRING"},
+        "sink": {"format": "json"}}}}))
+    src = tmp_path / "src" / "b=1"
+    src.mkdir(parents=True)
+    for i in range(3):
+        (src / ("p%d.json" % i)).write_text('{"id":"p%d"}\n' % i)
+    m = mounts.new(data=data)
+    os.mkdir(m.inp("dev"))
+    write_file(m.inp("dev", "a.json"), b'{"id":"a"}\n')
+    util.wait_for(lambda: os.path.isdir(m.p("out", "dev")) and os.listdir(m.p("out", "dev")),
+                  10, "the first batch")
+    r = util.run(["cp", "-r", str(src), m.inp("dev", ".b=1.stage")])
+    assert r.returncode == 0, r.stderr
+    os.rename(m.inp("dev", ".b=1.stage"), m.inp("dev", "b=1"))
+
+    def rows():
+        out = []
+        for f in os.listdir(m.p("out", "dev")):
+            out += [json.loads(l)["id"] for l in read_file(m.p("out", "dev", f)).splitlines()]
+        return sorted(out)
+    util.wait_for(lambda: len(rows()) == 4, 10, "four rows in out/")
+    assert rows() == ["a", "p0", "p1", "p2"]
+    report = json.loads(read_file(m.p("status", "dev.json")))
+    assert report["skippedByMaxFileAge"] == 0
