@@ -62,17 +62,24 @@ def read(m, *parts):
 
 
 def parts(m, query="q"):
-    """{batch id: [rows]} of out/<query>/, read with cat."""
-    out = {}
+    """{batch id: [rows]} of out/<query>/, read with cat. A complete-mode
+    snapshot can be replaced between the listing and the reads, as for any
+    poller: then it lists again (a missing part is never half read)."""
     base = os.path.join(m.mnt, "out", query)
-    if not os.path.isdir(base):
-        return out
-    for n in sorted(os.listdir(base)):
-        batch = int(n.split("-")[1])
-        text = subprocess.run(["cat", os.path.join(base, n)], capture_output=True,
-                              check=True).stdout.decode()
-        out[batch] = [json.loads(l) for l in text.splitlines() if l]
-    return out
+    for _ in range(50):
+        out = {}
+        if not os.path.isdir(base):
+            return out
+        for n in sorted(os.listdir(base)):
+            batch = int(n.split("-")[1])
+            p = subprocess.run(["cat", os.path.join(base, n)], capture_output=True)
+            if p.returncode != 0:
+                assert b"No such file" in p.stderr, p.stderr
+                break
+            out[batch] = [json.loads(l) for l in p.stdout.decode().splitlines() if l]
+        else:
+            return out
+    raise AssertionError("out/%s/ kept changing under its reader" % query)
 
 
 def progress(m, query="q"):
