@@ -819,6 +819,16 @@ int sl_land_setattr(struct sl_land *l, uint64_t id, struct sl_handle *h,
 		rc = a.ino.kind == SL_KIND_DIR ? EISDIR : land_refuse(l, EPERM);
 		goto unlock;
 	}
+	if (a.ino.kind == SL_KIND_DIR) {
+		/* a folder's times as stat shows them: the uncommitted ones win */
+		struct sl_attr shown;
+		land_attr_of_inode(&a.ino, &shown);
+		pthread_mutex_lock(&l->mu);
+		land_dir_times(l, &shown);
+		pthread_mutex_unlock(&l->mu);
+		a.ino.mtime_ns = shown.mtime_ns;
+		a.ino.ctime_ns = shown.ctime_ns;
+	}
 	if (!is_noop(&a.ino, s)) {
 		if (a.ino.kind == SL_KIND_DIR) {
 			/* its record takes the times now: no older change may follow */
