@@ -23,10 +23,11 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "config.h"
 #include "engine.h"
 #include "err.h"
 #include "fs.h"
-#include "json.h"
+#include "render.h"
 #include "land.h"
 #include "log.h"
 #include "view.h"
@@ -156,7 +157,7 @@ static int render_landing(struct fs *fs, struct rendered *r)
 	if (!c)
 		return ENOMEM;
 	sl_land_counters(fs->land, c);
-	rc = sl_json_landing(c, &r->data, &r->len);
+	rc = sl_render_landing(c, &r->data, &r->len);
 	free(c);
 	return rc;
 }

@@ -7,7 +7,7 @@
 
 #include "datadir.h"
 #include "err.h"
-#include "json.h"
+#include "config.h"
 #include "land.h"
 #include "sluice.h"
 

@@ -20,7 +20,7 @@
 #include "engine.h"
 #include "err.h"
 #include "fs.h"
-#include "json.h"
+#include "config.h"
 #include "land.h"
 #include "sluice.h"
 #include "temp.h"

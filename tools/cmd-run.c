@@ -8,7 +8,7 @@
 #include "datadir.h"
 #include "engine.h"
 #include "err.h"
-#include "json.h"
+#include "config.h"
 #include "land.h"
 #include "sluice.h"
 

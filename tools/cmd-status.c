@@ -9,9 +9,9 @@
 #include "datadir.h"
 #include "err.h"
 #include "engine.h"
-#include "json.h"
+#include "config.h"
 #include "land.h"
-#include "source.h"
+#include "qindex.h"
 #include "timestamp.h"
 #include "sluice.h"
 
@@ -49,11 +49,11 @@ static int print_query(struct sl_txn *t, const struct sl_query_config *q)
 	struct sl_backlog b = {0};
 	uint32_t qid;
 	char batch[24] = "-";
-	int rc = t ? sl_sources_backlog(t, name, &b) : SL_NOTFOUND;
+	int rc = t ? sl_qindex_backlog(t, name, &b) : SL_NOTFOUND;
 
 	if (rc && rc != SL_NOTFOUND)
 		return rc;
-	if (rc == 0 && (rc = sl_sources_qid(t, name, &qid)) == 0 &&
+	if (rc == 0 && (rc = sl_qindex_qid(t, name, &qid)) == 0 &&
 	    (rc = sl_engine_status(t, qid, &es)))
 		return rc;
 	if (es.has_batch)

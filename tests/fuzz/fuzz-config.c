@@ -15,7 +15,6 @@
 
 #include "config.h"
 #include "err.h"
-#include "json.h"
 
 #define ORIGIN "sluice.json"
 

@@ -21,7 +21,6 @@
 #include "config.h"
 #include "decode.h"
 #include "err.h"
-#include "json.h"
 #include "sink.h"
 
 /*

@@ -10,7 +10,6 @@
 #include "check.h"
 #include "compat.h"
 #include "config.h"
-#include "json.h"
 
 #define REFUSED ": the checkpoint cannot survive it; rename the query to start afresh"
 #define NOT_LOADED INT_MIN /* compare(): a config did not load */

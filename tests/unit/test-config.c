@@ -13,7 +13,6 @@
 
 #include "check.h"
 #include "config.h"
-#include "json.h"
 
 #define MIN_BAD_CASES 40
 

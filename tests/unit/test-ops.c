@@ -29,7 +29,6 @@
 #include "catalog.h"
 #include "check.h"
 #include "config.h"
-#include "json.h"
 #include "kmap.h"
 #include "ops.h"
 #include "state.h"

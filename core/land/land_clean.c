@@ -18,7 +18,7 @@
 #include "land.h"
 #include "land_int.h"
 #include "log.h"
-#include "source.h"
+#include "qindex.h"
 
 #define MAX_DEPTH 64
 
@@ -88,7 +88,7 @@ static int clean_apply(struct sl_txn *t, void *arg)
 			continue; /* cleaned already, or unlinked */
 		if (rc)
 			return rc;
-		rc = sl_sources_relpath(t, &i, path, sizeof(path));
+		rc = sl_qindex_relpath(t, &i, path, sizeof(path));
 		if (rc == ENOENT)
 			continue; /* in archive/ already */
 		if (rc)

@@ -42,13 +42,13 @@
 #include "engine.h"
 #include "err.h"
 #include "fault.h"
-#include "json.h"
+#include "render.h"
 #include "land.h"
 #include "log.h"
 #include "ops.h"
 #include "sink.h"
 #include "strbuf.h"
-#include "source.h"
+#include "qindex.h"
 #include "stage.h"
 
 #define ZST_LIMIT (4ull << 30) /* a compressed input may expand to 4 GiB */
@@ -167,7 +167,7 @@ struct plan {
 	int64_t wm_ms;           /* the batch's watermark (batchWatermarkMs) */
 	struct planned *files;
 	size_t n, cap;
-	/* scratch for the index walk; skips are counted in the catalog (sl_sources_skip) */
+	/* scratch for the index walk; skips are counted in the catalog (sl_qindex_skip) */
 	struct planned *skip;
 	size_t nskip, capskip;
 	uint64_t total_bytes, maxts;
@@ -207,7 +207,7 @@ static int fill(struct sl_txn *t, struct planned *f, uint64_t id, uint64_t seq,
 	if (q->source.file_age_by == SL_AGE_MTIME && i.mtime_ns < i.landed_ns)
 		clock_ns = i.mtime_ns;
 	f->clock_us = clock_ns / 1000;
-	return sl_sources_relpath(t, &i, f->path, sizeof(f->path));
+	return sl_qindex_relpath(t, &i, f->path, sizeof(f->path));
 }
 
 /*
@@ -530,7 +530,7 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 	 * runs now (every file skipped), a later one still shows them.
 	 */
 	for (size_t i = 0; i < p->nskip; i++)
-		if ((rc = sl_sources_skip(t, p->qid, p->skip[i].seq, p->skip[i].id, p->skip[i].size,
+		if ((rc = sl_qindex_skip(t, p->qid, p->skip[i].seq, p->skip[i].id, p->skip[i].size,
 					  p->skip[i].seen ? SL_SKIP_SEEN : SL_SKIP_AGE)))
 			return rc;
 	/* the checkpoint's config, kept with its first batch (or since this version) */
@@ -577,7 +577,7 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 			 p->k);
 		if (f->clock_us > 0 && (uint64_t)f->clock_us > maxts)
 			maxts = (uint64_t)f->clock_us;
-		if ((rc = sl_sources_unindex(t, p->qid, f->seq, f->id, f->size, false)))
+		if ((rc = sl_qindex_unindex(t, p->qid, f->seq, f->id, f->size, false)))
 			break;
 	}
 	rc = rc ? rc : off.oom || src.oom ? ENOMEM : 0;
@@ -1264,7 +1264,7 @@ static int commit_apply(struct sl_txn *t, void *arg)
 		out_rows += op->rows;
 	}
 	for (size_t i = 0; i < p->n; i++)
-		if ((rc = sl_sources_release(t, p->qid, p->files[i].id)))
+		if ((rc = sl_qindex_release(t, p->qid, p->files[i].id)))
 			return rc;
 	/* cleanSource intents, carried out right after this commit */
 	if (c->q->source.clean != SL_CLEAN_OFF && p->n) {
@@ -1307,7 +1307,7 @@ static int commit_apply(struct sl_txn *t, void *arg)
 	}
 	/* the last 100 progress reports, like Spark's recentProgress */
 	struct sl_skips sk;
-	if ((rc = sl_sources_skips(t, p->qid, true, &sk)))
+	if ((rc = sl_qindex_skips(t, p->qid, true, &sk)))
 		return rc;
 	free(c->progress); /* from an earlier run of this apply */
 	progress_report(c->report, c->stage->done_ns, out_rows, &sk, &c->progress,
@@ -1456,7 +1456,7 @@ static void report_read(struct sl_land *l, struct report *r)
 	if (sl_catalog_read(sl_land_catalog(l), &t))
 		return;
 	query_uuid(t, r->p->qid, r->id);
-	sl_sources_backlog(t, r->p->q->name, &r->bl);
+	sl_qindex_backlog(t, r->p->q->name, &r->bl);
 	sl_txn_end(t);
 }
 
@@ -1541,7 +1541,7 @@ static void progress_report(const struct report *r, int64_t t2, uint64_t out_row
 	pr.backlog_bytes = r->bl.bytes;
 	pr.skipped_age = sk->age;
 	pr.skipped_seen = sk->seen;
-	sl_json_progress(&pr, out, len);
+	sl_render_progress(&pr, out, len);
 }
 
 /* ---- one query ---- */
@@ -1729,7 +1729,7 @@ int sl_engine_check_changes(struct sl_land *l, const struct sl_config *cfg, char
 		uint32_t qid;
 		if ((rc = sl_catalog_read(cat, &t)))
 			return rc;
-		rc = sl_sources_qid(t, q->name, &qid);
+		rc = sl_qindex_qid(t, q->name, &qid);
 		sl_txn_end(t);
 		if (rc == SL_NOTFOUND) {
 			rc = 0; /* never started: nothing to survive */
@@ -1759,7 +1759,7 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 	rc = 0;
 	if ((rc = sl_catalog_read(cat, &t)))
 		return rc;
-	rc = sl_sources_qid(t, q->name, &p.qid);
+	rc = sl_qindex_qid(t, q->name, &p.qid);
 	sl_txn_end(t);
 	if (rc)
 		return rc;

@@ -288,4 +288,23 @@ int sl_config_partition_add(struct sl_query_config *q, const char *name, char *e
 int sl_config_query_finish(struct sl_query_config *q, char *err, size_t errlen);
 int sl_config_finish(const struct sl_config *c, char *err, size_t errlen);
 
+/* ---- loading sluice.json (load.c) ---- */
+
+/*
+ * Loads and validates DATA_DIR/sluice.json; a missing file is an empty
+ * config. Returns 0 with *out new (free it with sl_config_free), SL_ECONFIG
+ * with one line in err starting with the field path (e.g.
+ * "queries.dev.source.schema: unknown type 'NOTATYPE'"; a syntax error reads
+ * "PATH:LINE:COLUMN: message"), or ENOMEM. Nothing is logged. Thread-safe.
+ */
+int sl_config_load(const char *datadir, struct sl_config **out, char *err, size_t errlen);
+
+/*
+ * The same from the text of a sluice.json in memory (len bytes, no NUL
+ * needed); origin names the document in syntax errors. For fuzzers, and for
+ * re-reading the config a checkpoint was written with.
+ */
+int sl_config_parse(const char *text, size_t len, const char *origin, struct sl_config **out,
+		    char *err, size_t errlen);
+
 #endif

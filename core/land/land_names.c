@@ -22,7 +22,7 @@
 #include "land.h"
 #include "land_int.h"
 #include "log.h"
-#include "source.h"
+#include "qindex.h"
 #include "temp.h"
 
 #define NBUCKET LAND_NBUCKET
@@ -154,7 +154,7 @@ unlock:
 static int unlink_landed_apply(struct sl_txn *t, void *arg)
 {
 	uint64_t id = *(uint64_t *)arg;
-	if (sl_sources_held(t, id))
+	if (sl_qindex_held(t, id))
 		return EBUSY;
 	return land_cancel(t, id);
 }

@@ -9,7 +9,7 @@
 #include "bytes.h"
 #include "catalog.h"
 #include "err.h"
-#include "source.h"
+#include "qindex.h"
 
 /* A component no query reads: hidden, or a _marker that is no key=value. */
 static bool ignored(const char *c, size_t n)
@@ -23,7 +23,7 @@ static bool is_partition(const char *c, size_t n)
 	return eq && eq != c; /* key=value with a non-empty key */
 }
 
-bool sl_source_match(const struct sl_path *pattern, const char *relpath)
+bool sl_qindex_match(const struct sl_path *pattern, const char *relpath)
 {
 	char comp[SL_CONFIG_COMPONENT_MAX + 1];
 	const char *p = relpath;
@@ -60,13 +60,13 @@ struct query {
 	uint32_t qid;
 };
 
-struct sl_sources {
+struct sl_qindex {
 	struct query *q;
 	size_t n;
 };
 
 /* The in/-relative path of landed file i; ENOENT when it is not under in/. */
-int sl_sources_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len)
+int sl_qindex_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len)
 {
 	char tmp[4096];
 	size_t pos = sizeof(tmp) - 1, n;
@@ -121,26 +121,26 @@ static int index_file(struct sl_txn *t, uint32_t qid, const struct sl_inode *i)
 	return sl_cat_meta_add(t, key, (int64_t)i->size);
 }
 
-int sl_sources_landed(struct sl_sources *s, struct sl_txn *t, const struct sl_inode *i)
+int sl_qindex_landed(struct sl_qindex *s, struct sl_txn *t, const struct sl_inode *i)
 {
 	char path[4096];
 	int rc;
 
 	if (!s || s->n == 0)
 		return 0;
-	rc = sl_sources_relpath(t, i, path, sizeof(path));
+	rc = sl_qindex_relpath(t, i, path, sizeof(path));
 	if (rc == ENOENT)
 		return 0; /* archive/ is read by no query */
 	if (rc)
 		return rc;
 	for (size_t k = 0; k < s->n; k++)
-		if (sl_source_match(&s->q[k].cfg->source.path, path) &&
+		if (sl_qindex_match(&s->q[k].cfg->source.path, path) &&
 		    (rc = index_file(t, s->q[k].qid, i)))
 			return rc;
 	return 0;
 }
 
-int sl_sources_release(struct sl_txn *t, uint32_t qid, uint64_t id)
+int sl_qindex_release(struct sl_txn *t, uint32_t qid, uint64_t id)
 {
 	unsigned char hk[12];
 	put_be64(hk, id);
@@ -148,7 +148,7 @@ int sl_sources_release(struct sl_txn *t, uint32_t qid, uint64_t id)
 	return sl_cat_del(t, SL_TABLE_QHOLD, hk, 12);
 }
 
-int sl_sources_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id,
+int sl_qindex_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id,
 		       uint64_t size, bool release)
 {
 	unsigned char ik[12];
@@ -165,7 +165,7 @@ int sl_sources_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id
 	qkey(key, sizeof(key), qid, "bytes");
 	if ((rc = sl_cat_meta_add(t, key, -(int64_t)size)))
 		return rc;
-	return release ? sl_sources_release(t, qid, id) : 0;
+	return release ? sl_qindex_release(t, qid, id) : 0;
 }
 
 static const char *skip_key(enum sl_skip why)
@@ -173,19 +173,19 @@ static const char *skip_key(enum sl_skip why)
 	return why == SL_SKIP_SEEN ? "skipseen" : "skipage";
 }
 
-int sl_sources_skip(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id, uint64_t size,
+int sl_qindex_skip(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id, uint64_t size,
 		    enum sl_skip why)
 {
 	char key[48];
 	int rc;
 
-	if ((rc = sl_sources_unindex(t, qid, seq, id, size, true)))
+	if ((rc = sl_qindex_unindex(t, qid, seq, id, size, true)))
 		return rc;
 	qkey(key, sizeof(key), qid, skip_key(why));
 	return sl_cat_meta_add(t, key, 1);
 }
 
-int sl_sources_skips(struct sl_txn *t, uint32_t qid, bool take, struct sl_skips *out)
+int sl_qindex_skips(struct sl_txn *t, uint32_t qid, bool take, struct sl_skips *out)
 {
 	static const enum sl_skip whys[] = {SL_SKIP_AGE, SL_SKIP_SEEN};
 	uint64_t n[2];
@@ -220,7 +220,7 @@ static int collect_holder(void *ctx, const void *key, size_t klen, const void *v
 	return h->n == 64 ? 1 : 0;
 }
 
-int sl_sources_forget(struct sl_txn *t, const struct sl_inode *i)
+int sl_qindex_forget(struct sl_txn *t, const struct sl_inode *i)
 {
 	unsigned char hk[12], ik[12];
 	struct holders h;
@@ -257,14 +257,14 @@ static int any_entry(void *ctx, const void *key, size_t klen, const void *val, s
 	return 1;
 }
 
-bool sl_sources_held(struct sl_txn *t, uint64_t id)
+bool sl_qindex_held(struct sl_txn *t, uint64_t id)
 {
 	unsigned char hk[8];
 	put_be64(hk, id);
 	return sl_cat_each(t, SL_TABLE_QHOLD, hk, 8, any_entry, NULL) == 1;
 }
 
-int sl_sources_qid(struct sl_txn *t, const char *name, uint32_t *qid)
+int sl_qindex_qid(struct sl_txn *t, const char *name, uint32_t *qid)
 {
 	const void *v;
 	size_t len;
@@ -277,11 +277,11 @@ int sl_sources_qid(struct sl_txn *t, const char *name, uint32_t *qid)
 	return 0;
 }
 
-int sl_sources_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out)
+int sl_qindex_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out)
 {
 	char key[48];
 	uint32_t qid;
-	int rc = sl_sources_qid(t, name, &qid);
+	int rc = sl_qindex_qid(t, name, &qid);
 
 	if (rc)
 		return rc;
@@ -307,12 +307,12 @@ static int build_one(void *ctx, uint64_t seq, uint64_t id)
 	(void)seq;
 	if ((rc = sl_cat_inode_get(b->t, id, &i)))
 		return rc == SL_NOTFOUND ? 0 : rc;
-	rc = sl_sources_relpath(b->t, &i, path, sizeof(path));
+	rc = sl_qindex_relpath(b->t, &i, path, sizeof(path));
 	if (rc == ENOENT)
 		return 0;
 	if (rc)
 		return rc;
-	if (!sl_source_match(&b->q->cfg->source.path, path))
+	if (!sl_qindex_match(&b->q->cfg->source.path, path))
 		return 0;
 	return index_file(b->t, b->q->qid, &i);
 }
@@ -320,13 +320,13 @@ static int build_one(void *ctx, uint64_t seq, uint64_t id)
 /* Gives each query its id; a new query indexes every landed file at once. */
 static int assign_apply(struct sl_txn *t, void *arg)
 {
-	struct sl_sources *s = arg;
+	struct sl_qindex *s = arg;
 	int rc;
 
 	for (size_t k = 0; k < s->n; k++) {
 		struct query *q = &s->q[k];
 		const char *name = q->cfg->name;
-		rc = sl_sources_qid(t, name, &q->qid);
+		rc = sl_qindex_qid(t, name, &q->qid);
 		if (rc == 0)
 			continue;
 		if (rc != SL_NOTFOUND)
@@ -347,9 +347,9 @@ static int assign_apply(struct sl_txn *t, void *arg)
 	return 0;
 }
 
-int sl_sources_open(struct sl_catalog *cat, const struct sl_config *cfg, struct sl_sources **out)
+int sl_qindex_open(struct sl_catalog *cat, const struct sl_config *cfg, struct sl_qindex **out)
 {
-	struct sl_sources *s = calloc(1, sizeof(*s));
+	struct sl_qindex *s = calloc(1, sizeof(*s));
 	int rc;
 
 	if (!s)
@@ -364,14 +364,14 @@ int sl_sources_open(struct sl_catalog *cat, const struct sl_config *cfg, struct 
 		s->q[k].cfg = sl_config_query(cfg, k);
 	rc = s->n ? sl_catalog_write(cat, assign_apply, s) : 0;
 	if (rc) {
-		sl_sources_free(s);
+		sl_qindex_free(s);
 		return rc;
 	}
 	*out = s;
 	return 0;
 }
 
-void sl_sources_free(struct sl_sources *s)
+void sl_qindex_free(struct sl_qindex *s)
 {
 	if (!s)
 		return;

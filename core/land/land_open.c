@@ -22,7 +22,7 @@
 #include "land.h"
 #include "land_int.h"
 #include "log.h"
-#include "source.h"
+#include "qindex.h"
 #include "temp.h"
 
 static int64_t now_ns(void)
@@ -250,7 +250,7 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 	if ((rc = sl_blobs_open(datadir, 0, &l->blobs)))
 		goto close_cat;
 	/* before recovery: what recovery lands is indexed like any landing */
-	if ((rc = sl_sources_open(l->cat, opts ? opts->config : NULL, &l->sources)))
+	if ((rc = sl_qindex_open(l->cat, opts ? opts->config : NULL, &l->sources)))
 		goto close_blobs;
 	if ((rc = land_recorded(l)) || (rc = probe_blobs(l)))
 		goto close_blobs;
@@ -267,7 +267,7 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 	return 0;
 
 close_blobs:
-	sl_sources_free(l->sources);
+	sl_qindex_free(l->sources);
 	sl_blobs_close(l->blobs);
 close_cat:
 	sl_catalog_close(l->cat);
@@ -377,7 +377,7 @@ void sl_land_close(struct sl_land *l)
 	/* every id handed out is accounted for now */
 	sl_catalog_settle(l->cat, UINT64_MAX);
 	sl_catalog_close(l->cat);
-	sl_sources_free(l->sources);
+	sl_qindex_free(l->sources);
 	sl_blobs_close(l->blobs);
 	sl_temp_free(l->temp);
 	land_dir_times_free(l);

@@ -1,34 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * JSON: the only user of jansson. Loads sluice.json and renders the JSON
- * files the mount shows.
+ * Rendering the JSON files the mount shows: status/landing.json and each
+ * batch's progress report. Every function returns a new string the caller
+ * frees with free(); 0 or ENOMEM.
  */
-#ifndef SLUICE_CORE_JSON_H
-#define SLUICE_CORE_JSON_H
+#ifndef SLUICE_CORE_RENDER_H
+#define SLUICE_CORE_RENDER_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
 #include "land.h"
-
-/*
- * Loads and validates DATA_DIR/sluice.json; a missing file is an empty
- * config. Returns 0 with *out new (free it with sl_config_free), SL_ECONFIG
- * with one line in err starting with the field path (e.g.
- * "queries.dev.source.schema: unknown type 'NOTATYPE'"; a syntax error reads
- * "PATH:LINE:COLUMN: message"), or ENOMEM. Nothing is logged. Thread-safe.
- */
-int sl_config_load(const char *datadir, struct sl_config **out, char *err, size_t errlen);
-
-/*
- * The same from the text of a sluice.json in memory (len bytes, no NUL
- * needed); origin names the document in syntax errors. For fuzzers, and for
- * re-reading the config a checkpoint was written with.
- */
-int sl_config_parse(const char *text, size_t len, const char *origin, struct sl_config **out,
-		    char *err, size_t errlen);
 
 /*
  * One batch's progress report: Spark's StreamingQueryProgress keys in
@@ -70,13 +53,13 @@ struct sl_progress {
  * A progress report (one JSON line, or NULL/0 for none) with `lastError`
  * added: a new line in *out (free()).
  */
-int sl_json_with_error(const char *report, size_t len, const char *error, size_t elen,
+int sl_render_with_error(const char *report, size_t len, const char *error, size_t elen,
 		       char **out, size_t *outlen);
 
 /* Renders a progress report as one JSON line (new: free()). */
-int sl_json_progress(const struct sl_progress *p, char **out, size_t *len);
+int sl_render_progress(const struct sl_progress *p, char **out, size_t *len);
 
 /* Renders status/landing.json into a new malloc'd string (*out, *len). */
-int sl_json_landing(const struct sl_land_counters *c, char **out, size_t *len);
+int sl_render_landing(const struct sl_land_counters *c, char **out, size_t *len);
 
 #endif

@@ -33,7 +33,7 @@
 #include "land.h"
 #include "land_int.h"
 #include "log.h"
-#include "source.h"
+#include "qindex.h"
 #include "temp.h"
 
 #define NBUCKET LAND_NBUCKET
@@ -274,7 +274,7 @@ int land_cancel(struct sl_txn *t, uint64_t id)
 	    (rc = sl_cat_dirent_del(t, i.parent, i.name)))
 		return rc;
 	if (i.state == SL_STATE_LANDED &&
-	    ((rc = sl_cat_landed_del(t, i.seq)) || (rc = sl_sources_forget(t, &i))))
+	    ((rc = sl_cat_landed_del(t, i.seq)) || (rc = sl_qindex_forget(t, &i))))
 		return rc;
 	if ((rc = sl_cat_inode_del(t, id)) || (rc = sl_cat_data_del(t, id)))
 		return rc;
@@ -295,7 +295,7 @@ int land_in_txn(struct sl_land *l, struct sl_txn *t, struct sl_inode *i)
 	    (rc = sl_cat_meta_add(t, "bytes_landed", (int64_t)i->size)) ||
 	    (rc = sl_cat_pending_del(t, i->id)))
 		return rc;
-	return sl_sources_landed(l->sources, t, i);
+	return sl_qindex_landed(l->sources, t, i);
 }
 
 int land_rec_apply(struct sl_txn *t, void *arg)

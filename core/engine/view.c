@@ -16,8 +16,8 @@
 #include "catalog.h"
 #include "engine.h"
 #include "err.h"
-#include "json.h"
-#include "source.h"
+#include "render.h"
+#include "qindex.h"
 #include "view.h"
 
 enum {
@@ -108,7 +108,7 @@ static int render_status(struct sl_txn *t, uint64_t id, char **data, size_t *len
 		/* a stopped query: its last report, and why it stopped (DESIGN §1) */
 		char *with;
 		size_t wlen;
-		rc = sl_json_with_error(j.buf, j.len, e, elen, &with, &wlen);
+		rc = sl_render_with_error(j.buf, j.len, e, elen, &with, &wlen);
 		if (rc == 0) {
 			free(j.buf);
 			j.buf = with;
@@ -229,7 +229,7 @@ int sl_view_lookup(struct sl_land *l, uint64_t parent, const char *name, struct 
 		q[n] = 0;
 		if ((rc = with_txn(l, &t)))
 			return rc;
-		rc = sl_sources_qid(t, q, &qid);
+		rc = sl_qindex_qid(t, q, &qid);
 		sl_txn_end(t);
 		if (rc)
 			return rc == SL_NOTFOUND ? ENOENT : rc;
@@ -238,7 +238,7 @@ int sl_view_lookup(struct sl_land *l, uint64_t parent, const char *name, struct 
 	if (parent == SL_ID_CHECKPOINT) {
 		if ((rc = with_txn(l, &t)))
 			return rc;
-		rc = sl_sources_qid(t, name, &qid);
+		rc = sl_qindex_qid(t, name, &qid);
 		sl_txn_end(t);
 		if (rc)
 			return rc == SL_NOTFOUND ? ENOENT : rc;

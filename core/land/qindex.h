@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The file source: which landed files a query reads (path matching, at
- * landing time), and (later) planning batches from the query's index.
+ * The queries' indexes of landed files: which landed files a query reads
+ * (path matching, once, at landing time), each query's backlog, the files
+ * a query still holds (unlink answers EBUSY), and the skip counters. The
+ * landing fills them in its commits; the file source plans from them.
+ * Tables: SL_TABLE_QINDEX, QHOLD and the q.<qid>.* meta keys (catalog.h).
  */
-#ifndef SLUICE_CORE_SOURCE_H
-#define SLUICE_CORE_SOURCE_H
+#ifndef SLUICE_CORE_QINDEX_H
+#define SLUICE_CORE_QINDEX_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,11 +24,11 @@
  * component starting with '.', or with '_' and holding no '=', is never
  * read (e.g. _SUCCESS, _temporary/).
  */
-bool sl_source_match(const struct sl_path *pattern, const char *relpath);
+bool sl_qindex_match(const struct sl_path *pattern, const char *relpath);
 
 struct sl_catalog;
 struct sl_inode;
-struct sl_sources;
+struct sl_qindex;
 struct sl_txn;
 
 /*
@@ -41,27 +44,27 @@ struct sl_txn;
  *   meta     "q.<qid>.files", "q.<qid>.bytes": backlog counters;
  *            "q.<qid>.skipage", "q.<qid>.skipseen": skips not yet reported
  *
- * cfg is borrowed until sl_sources_free().
+ * cfg is borrowed until sl_qindex_free().
  */
-int sl_sources_open(struct sl_catalog *cat, const struct sl_config *cfg,
-		    struct sl_sources **out);
-void sl_sources_free(struct sl_sources *s);
+int sl_qindex_open(struct sl_catalog *cat, const struct sl_config *cfg,
+		    struct sl_qindex **out);
+void sl_qindex_free(struct sl_qindex *s);
 
 /* In the txn that lands file i (state landed, seq set): index it. */
-int sl_sources_landed(struct sl_sources *s, struct sl_txn *t, const struct sl_inode *i);
+int sl_qindex_landed(struct sl_qindex *s, struct sl_txn *t, const struct sl_inode *i);
 /* In the txn that removes landed file i: drop it from every index. */
-int sl_sources_forget(struct sl_txn *t, const struct sl_inode *i);
+int sl_qindex_forget(struct sl_txn *t, const struct sl_inode *i);
 /* Whether some query still needs file id (an unlink answers EBUSY). */
-bool sl_sources_held(struct sl_txn *t, uint64_t id);
+bool sl_qindex_held(struct sl_txn *t, uint64_t id);
 
 struct sl_backlog {
 	uint64_t files, bytes; /* landed, matched, not yet planned */
 };
 /*
  * Planning took file id (at seq) out of query qid's index: backlog counters
- * follow. With release, the query stops holding it too (a skip: see sl_sources_skip).
+ * follow. With release, the query stops holding it too (a skip: see sl_qindex_skip).
  */
-int sl_sources_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id,
+int sl_qindex_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id,
 		       uint64_t size, bool release);
 /*
  * Why a file leaves a query's index unread (DESIGN §1 maxFileAge and
@@ -79,7 +82,7 @@ enum sl_skip {
  * is counted once whether or not a batch runs now, and a durable skip stays
  * counted across a restart.
  */
-int sl_sources_skip(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id, uint64_t size,
+int sl_qindex_skip(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id, uint64_t size,
 		    enum sl_skip why);
 
 struct sl_skips {
@@ -89,16 +92,16 @@ struct sl_skips {
  * The skips of query qid not yet reported. With take, they are reset to 0:
  * call it so in the txn that commits the report that shows them.
  */
-int sl_sources_skips(struct sl_txn *t, uint32_t qid, bool take, struct sl_skips *out);
+int sl_qindex_skips(struct sl_txn *t, uint32_t qid, bool take, struct sl_skips *out);
 
 /* The query's batch that read file id committed: it stops holding it. */
-int sl_sources_release(struct sl_txn *t, uint32_t qid, uint64_t id);
+int sl_qindex_release(struct sl_txn *t, uint32_t qid, uint64_t id);
 
 /* The id of the query called name; SL_NOTFOUND before its first start. */
-int sl_sources_qid(struct sl_txn *t, const char *name, uint32_t *qid);
+int sl_qindex_qid(struct sl_txn *t, const char *name, uint32_t *qid);
 /* The in/-relative path of landed file i into buf; ENOENT when not under in/. */
-int sl_sources_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len);
+int sl_qindex_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len);
 /* The backlog of the query called name; SL_NOTFOUND before its first start. */
-int sl_sources_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out);
+int sl_qindex_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out);
 
 #endif

@@ -34,7 +34,7 @@ struct sl_land {
 	uint64_t refused[SL_ERRNO_MAX]; /* guarded by mu */
 	bool counters_dirty;        /* guarded by mu */
 	void (*on_land)(void *ctx); /* a file landed (engine wake-up) */
-	struct sl_sources *sources; /* the queries' indexes, filled at landing */
+	struct sl_qindex *sources; /* the queries' indexes, filled at landing */
 	void (*on_change)(void *ctx, uint64_t parent, const char *name); /* a name left */
 	void *on_change_ctx;
 	uint64_t pins[64];          /* ids the engine uses, uncommitted (guarded by mu) */

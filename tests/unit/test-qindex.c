@@ -9,8 +9,7 @@
 #include "catalog.h"
 #include "check.h"
 #include "config.h"
-#include "json.h"
-#include "source.h"
+#include "qindex.h"
 
 static bool matches(const char *pattern, const char *relpath)
 {
@@ -20,7 +19,7 @@ static bool matches(const char *pattern, const char *relpath)
 		fprintf(stderr, "bad pattern '%s': %s\n", pattern, err);
 		exit(1);
 	}
-	bool m = sl_source_match(&p, relpath);
+	bool m = sl_qindex_match(&p, relpath);
 	sl_config_path_release(&p);
 	return m;
 }
@@ -66,7 +65,7 @@ static void test_globs(void)
 struct env {
 	struct sl_catalog *cat;
 	struct sl_config *cfg;
-	struct sl_sources *src;
+	struct sl_qindex *src;
 	uint32_t qid;
 };
 
@@ -83,18 +82,18 @@ static int env_open(struct env *e, const char *dir)
 		return rc;
 	if ((rc = sl_config_parse(cfg, sizeof(cfg) - 1, "test", &e->cfg, err, sizeof(err))))
 		return rc;
-	if ((rc = sl_sources_open(e->cat, e->cfg, &e->src)))
+	if ((rc = sl_qindex_open(e->cat, e->cfg, &e->src)))
 		return rc;
 	if ((rc = sl_catalog_read(e->cat, &t)))
 		return rc;
-	rc = sl_sources_qid(t, "dev", &e->qid);
+	rc = sl_qindex_qid(t, "dev", &e->qid);
 	sl_txn_end(t);
 	return rc;
 }
 
 static void env_close(struct env *e)
 {
-	sl_sources_free(e->src);
+	sl_qindex_free(e->src);
 	sl_config_free(e->cfg);
 	sl_catalog_close(e->cat);
 }
@@ -103,7 +102,7 @@ static void env_close(struct env *e)
 
 /* in/dev/ and a landed in/dev/<name> (id, seq, size), indexed as landing does. */
 struct landing {
-	struct sl_sources *src;
+	struct sl_qindex *src;
 	const char *name;
 	uint64_t id, seq, size;
 };
@@ -123,7 +122,7 @@ static int land_apply(struct sl_txn *t, void *arg)
 	    (rc = sl_cat_inode_put(t, &f)) || (rc = sl_cat_dirent_put(t, DEV_ID, f.name, f.id)) ||
 	    (rc = sl_cat_landed_put(t, a->seq, a->id)))
 		return rc;
-	return sl_sources_landed(a->src, t, &f);
+	return sl_qindex_landed(a->src, t, &f);
 }
 
 struct skipping {
@@ -135,7 +134,7 @@ struct skipping {
 static int skip_apply(struct sl_txn *t, void *arg)
 {
 	struct skipping *s = arg;
-	return sl_sources_skip(t, s->qid, s->seq, s->id, s->size, s->why);
+	return sl_qindex_skip(t, s->qid, s->seq, s->id, s->size, s->why);
 }
 
 struct taking {
@@ -146,7 +145,7 @@ struct taking {
 static int take_apply(struct sl_txn *t, void *arg)
 {
 	struct taking *k = arg;
-	return sl_sources_skips(t, k->qid, true, &k->got);
+	return sl_qindex_skips(t, k->qid, true, &k->got);
 }
 
 static int peek(struct sl_catalog *cat, uint32_t qid, struct sl_skips *out, uint64_t held_id,
@@ -156,10 +155,10 @@ static int peek(struct sl_catalog *cat, uint32_t qid, struct sl_skips *out, uint
 	int rc = sl_catalog_read(cat, &t);
 	if (rc)
 		return rc;
-	rc = sl_sources_skips(t, qid, false, out);
-	*held = sl_sources_held(t, held_id);
+	rc = sl_qindex_skips(t, qid, false, out);
+	*held = sl_qindex_held(t, held_id);
 	if (rc == 0)
-		rc = sl_sources_backlog(t, "dev", bl);
+		rc = sl_qindex_backlog(t, "dev", bl);
 	sl_txn_end(t);
 	return rc;
 }
