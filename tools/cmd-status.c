@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* sluice status: read-only counters; takes no lock, works while mounted. */
-#include <stdbool.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "catalog.h"
@@ -27,17 +29,37 @@ static void usage(FILE *f)
 		   "Exit codes: 0 ok, 1 runtime failure, 2 misuse, 4 not a sluice data dir.\n");
 }
 
-struct refused {
-	int n;
-};
-
-static int print_refused(void *ctx, const char *key, uint64_t val)
+static int by_name(const void *a, const void *b)
 {
-	struct refused *r = ctx;
-	if (!val)
-		return 0;
-	printf("%s%s:%" PRIu64, r->n++ ? "," : "", key + strlen("refused."), val);
-	return 0;
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* " refused=EBUSY:n,EPERM:n" by errno name, as the catalog keys sort, or "-" */
+static void print_refused(const struct sl_land_counters *c)
+{
+	char names[SL_ERRNO_MAX][24];
+	const char *sorted[SL_ERRNO_MAX];
+	uint64_t count[SL_ERRNO_MAX];
+	size_t n = 0;
+
+	for (int e = 1; e < SL_ERRNO_MAX; e++) {
+		if (!c->refused[e])
+			continue;
+		const char *name = sl_errno_name(e);
+		if (name)
+			snprintf(names[n], sizeof(names[n]), "%s", name);
+		else
+			snprintf(names[n], sizeof(names[n]), "E%d", e);
+		count[n] = c->refused[e];
+		sorted[n] = names[n];
+		n++;
+	}
+	qsort(sorted, n, sizeof(sorted[0]), by_name);
+	printf(" refused=");
+	for (size_t k = 0; k < n; k++)
+		printf("%s%s:%" PRIu64, k ? "," : "", sorted[k],
+		       count[(const char(*)[24])sorted[k] - names]);
+	printf("%s\n", n ? "" : "-");
 }
 
 /* "<name> batch=<id or -> rows=<n> backlog=<files>/<bytes> watermark=<ISO or -> error=<..>" */
@@ -68,12 +90,11 @@ static int print_query(struct sl_txn *t, const struct sl_query_config *q)
 
 int cmd_status(int argc, char **argv)
 {
-	uint64_t files = 0, bytes = 0, in_flight = 0;
+	struct sl_land_counters *c = NULL;
 	struct sl_datadir *d = NULL;
 	struct sl_config *cfg = NULL;
 	struct sl_catalog *cat;
 	struct sl_txn *t;
-	struct refused r = {0};
 	const char *what;
 	char path[4096];
 	int rc;
@@ -121,20 +142,25 @@ int cmd_status(int argc, char **argv)
 	 * In flight before the catalog: a file leaves it only once its landing
 	 * committed, so in_flight=0 means files= counts every closed file.
 	 */
-	sl_land_shared_in_flight(datadir, &in_flight);
+	if (!(c = calloc(1, sizeof(*c)))) {
+		rc = ENOMEM;
+		goto close_cat;
+	}
+	sl_land_shared_in_flight(datadir, &c->in_flight);
 	rc = sl_catalog_read(cat, &t);
 	if (rc == 0) {
-		sl_cat_meta_get(t, "files_landed", &files);
-		sl_cat_meta_get(t, "bytes_landed", &bytes);
-		printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64
-		       " refused=",
-		       files, bytes, in_flight);
-		rc = sl_cat_meta_each(t, "refused.", print_refused, &r);
-		printf("%s\n", r.n ? "" : "-");
+		rc = sl_land_counters_read(t, c);
+		if (rc == 0) {
+			printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64,
+			       c->files_landed, c->bytes_landed, c->in_flight);
+			print_refused(c);
+		}
 		for (size_t k = 0; rc == 0 && k < sl_config_nqueries(cfg); k++)
 			rc = print_query(t, sl_config_query(cfg, k));
 		sl_txn_end(t);
 	}
+	free(c);
+close_cat:
 	sl_catalog_close(cat);
 	sl_config_free(cfg);
 	sl_datadir_close(d);

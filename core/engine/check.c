@@ -55,7 +55,7 @@ static int check_dirent(void *arg, uint64_t parent, const char *name, uint64_t i
 	struct ctx *c = arg;
 	struct sl_inode i, p;
 
-	if (sl_cat_inode_get(c->t, id, &i)) {
+	if (sl_txn_inode_get(c->t, id, &i)) {
 		problem(c, "name '%s' in folder %" PRIu64 " points at missing record %" PRIu64, name,
 			parent, id);
 		return 0;
@@ -63,7 +63,7 @@ static int check_dirent(void *arg, uint64_t parent, const char *name, uint64_t i
 	if (i.parent != parent || strcmp(i.name, name))
 		problem(c, "name '%s' in folder %" PRIu64 " points at record %" PRIu64
 			   " named '%s' in %" PRIu64, name, parent, id, i.name, i.parent);
-	if (sl_cat_inode_get(c->t, parent, &p) || p.kind != SL_KIND_DIR)
+	if (sl_txn_inode_get(c->t, parent, &p) || p.kind != SL_KIND_DIR)
 		problem(c, "name '%s' sits in %" PRIu64 ", which is no folder", name, parent);
 	return 0;
 }
@@ -78,7 +78,7 @@ static int check_inode(void *arg, const struct sl_inode *i)
 	else
 		c->r->files++;
 	if (i->parent != SL_ID_ROOT &&
-	    (sl_cat_dirent_get(c->t, i->parent, i->name, &id) || id != i->id))
+	    (sl_txn_dirent_get(c->t, i->parent, i->name, &id) || id != i->id))
 		problem(c, "record %" PRIu64 " ('%s') has no name pointing at it", i->id, i->name);
 	if (i->kind != SL_KIND_FILE)
 		return 0;
@@ -95,7 +95,7 @@ static int check_inode(void *arg, const struct sl_inode *i)
 	} else {
 		const void *d;
 		size_t len;
-		if (sl_cat_data_get(c->t, i->id, &d, &len) || len != i->size)
+		if (sl_txn_data_get(c->t, i->id, &d, &len) || len != i->size)
 			problem(c, "'%s' (%" PRIu64 "): its inline bytes are missing or short",
 				i->name, i->id);
 	}
@@ -106,7 +106,7 @@ static int check_pending(void *arg, uint64_t id)
 {
 	struct ctx *c = arg;
 	struct sl_inode i;
-	if (sl_cat_inode_get(c->t, id, &i) || i.state != SL_STATE_RECORDED)
+	if (sl_txn_inode_get(c->t, id, &i) || i.state != SL_STATE_RECORDED)
 		problem(c, "pending record %" PRIu64 " is no recorded file", id);
 	return 0;
 }
@@ -134,7 +134,7 @@ static void check_blobs(struct ctx *c)
 				continue;
 			}
 			c->r->blobs++;
-			if (sl_cat_inode_get(c->t, id, &i) == 0 && i.storage == SL_STORE_BLOB)
+			if (sl_txn_inode_get(c->t, id, &i) == 0 && i.storage == SL_STORE_BLOB)
 				continue;
 			if ((id >= c->lo && id < c->hi) || sl_engine_blob_pending(c->t, id))
 				c->r->orphans++; /* a crash's leftover: the next start removes it */
@@ -155,11 +155,11 @@ int sl_check(struct sl_land *l, const char *datadir, void (*fn)(void *ctx, const
 	sl_catalog_unsettled(sl_land_catalog(l), &c.lo, &c.hi);
 	if ((rc = sl_catalog_read(sl_land_catalog(l), &c.t)))
 		return rc;
-	rc = sl_cat_dirent_all(c.t, check_dirent, &c);
+	rc = sl_txn_dirent_all(c.t, check_dirent, &c);
 	if (rc == 0)
-		rc = sl_cat_inode_each(c.t, check_inode, &c);
+		rc = sl_txn_inode_each(c.t, check_inode, &c);
 	if (rc == 0)
-		rc = sl_cat_pending_each(c.t, check_pending, &c);
+		rc = sl_txn_pending_each(c.t, check_pending, &c);
 	if (rc == 0)
 		check_blobs(&c);
 	sl_txn_end(c.t);

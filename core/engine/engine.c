@@ -90,7 +90,7 @@ static int log_put(struct sl_txn *t, uint32_t qid, char kind, uint64_t n, const 
 {
 	unsigned char k[13];
 	log_key(k, qid, kind, n);
-	return sl_cat_put(t, SL_TABLE_QLOG, k, sizeof(k), v, len);
+	return sl_txn_put(t, SL_TABLE_QLOG, k, sizeof(k), v, len);
 }
 
 int sl_engine_checkpoint_get(struct sl_txn *t, uint32_t qid, char kind, uint64_t n,
@@ -98,7 +98,7 @@ int sl_engine_checkpoint_get(struct sl_txn *t, uint32_t qid, char kind, uint64_t
 {
 	unsigned char k[13];
 	log_key(k, qid, kind, n);
-	return sl_cat_get(t, SL_TABLE_QLOG, k, sizeof(k), data, len);
+	return sl_txn_get(t, SL_TABLE_QLOG, k, sizeof(k), data, len);
 }
 
 /* A JSON string literal of s (RFC 8259 escapes). */
@@ -192,7 +192,7 @@ static int fill(struct sl_txn *t, struct planned *f, uint64_t id, uint64_t seq,
 		const struct sl_query_config *q)
 {
 	struct sl_inode i;
-	int rc = sl_cat_inode_get(t, id, &i);
+	int rc = sl_txn_inode_get(t, id, &i);
 	if (rc)
 		return rc;
 	f->id = id;
@@ -258,7 +258,7 @@ static bool seen_has(struct sl_txn *t, const struct seen_key *k)
 {
 	const void *v;
 	size_t len;
-	if (sl_cat_get(t, SL_TABLE_QSEEN, k->k, k->len, &v, &len))
+	if (sl_txn_get(t, SL_TABLE_QSEEN, k->k, k->len, &v, &len))
 		return false;
 	if (!k->full)
 		return true;
@@ -283,9 +283,9 @@ static int seen_add(struct sl_txn *t, const struct seen_key *k, int64_t clock)
 	memcpy(ts, k->k, 4);
 	put_be64(ts + 4, biased);
 	memcpy(ts + 12, k->k + 4, k->len - 4);
-	if ((rc = sl_cat_put(t, SL_TABLE_QSEEN, k->k, k->len, val, vlen)))
+	if ((rc = sl_txn_put(t, SL_TABLE_QSEEN, k->k, k->len, val, vlen)))
 		return rc;
-	return sl_cat_put(t, SL_TABLE_QSEENTS, ts, 8 + k->len, "", 0);
+	return sl_txn_put(t, SL_TABLE_QSEENTS, ts, 8 + k->len, "", 0);
 }
 
 struct purge {
@@ -329,14 +329,14 @@ static int seen_purge(struct sl_txn *t, uint32_t qid, int64_t threshold)
 	int rc;
 
 	put_be32(prefix, qid);
-	rc = sl_cat_each(t, SL_TABLE_QSEENTS, prefix, 4, purge_each, &pg);
+	rc = sl_txn_each(t, SL_TABLE_QSEENTS, prefix, 4, purge_each, &pg);
 	if (rc == 1)
 		rc = pg.err;
 	for (size_t i = 0; rc == 0 && i < pg.n; i++) {
 		memcpy(sk, pg.keys[i], 4);
 		memcpy(sk + 4, pg.keys[i] + 12, pg.lens[i] - 12);
-		if ((rc = sl_cat_del(t, SL_TABLE_QSEEN, sk, pg.lens[i] - 8)) == 0)
-			rc = sl_cat_del(t, SL_TABLE_QSEENTS, pg.keys[i], pg.lens[i]);
+		if ((rc = sl_txn_del(t, SL_TABLE_QSEEN, sk, pg.lens[i] - 8)) == 0)
+			rc = sl_txn_del(t, SL_TABLE_QSEENTS, pg.keys[i], pg.lens[i]);
 	}
 	free(pg.keys);
 	free(pg.lens);
@@ -426,7 +426,7 @@ static int load_record(struct sl_txn *t, struct plan *p, const unsigned char *v,
 	char key[48];
 	uint64_t wm;
 	qkey(key, sizeof(key), p->qid, "bwm");
-	if ((rc = sl_cat_meta_get(t, key, &wm)))
+	if ((rc = sl_txn_meta_get(t, key, &wm)))
 		return rc;
 	p->wm_ms = (int64_t)wm;
 	return 0;
@@ -450,10 +450,10 @@ static int plan_nodata(struct sl_txn *t, struct plan *p)
 	if (!sl_ops_needed(p->q))
 		return 0;
 	qkey(key, sizeof(key), p->qid, "bwm");
-	if ((rc = sl_cat_meta_get(t, key, &bwm)))
+	if ((rc = sl_txn_meta_get(t, key, &bwm)))
 		return rc;
 	qkey(key, sizeof(key), p->qid, "k");
-	if ((rc = sl_cat_meta_get(t, key, &k)))
+	if ((rc = sl_txn_meta_get(t, key, &k)))
 		return rc;
 	if (p->wm_ms <= (int64_t)bwm || k == 0)
 		return 0;
@@ -477,7 +477,7 @@ static int plan_nodata(struct sl_txn *t, struct plan *p)
 		rc = log_put(t, p->qid, 'o', p->batch, off.p, off.len);
 	if (rc == 0) {
 		qkey(key, sizeof(key), p->qid, "bwm");
-		rc = sl_cat_meta_put(t, key, (uint64_t)p->wm_ms);
+		rc = sl_txn_meta_put(t, key, (uint64_t)p->wm_ms);
 	}
 	sl_strbuf_release(&off);
 	return rc;
@@ -508,7 +508,7 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 	p->wm_ms = 0;
 	p->t = t;
 	qkey(key, sizeof(key), p->qid, "next");
-	if ((rc = sl_cat_meta_get(t, key, &p->batch)))
+	if ((rc = sl_txn_meta_get(t, key, &p->batch)))
 		return rc;
 	rc = sl_engine_checkpoint_get(t, p->qid, 'b', p->batch, &v, &vlen);
 	if (rc == 0)
@@ -517,11 +517,11 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 		return rc;
 
 	qkey(key, sizeof(key), p->qid, "maxts");
-	if ((rc = sl_cat_meta_get(t, key, &p->maxts)))
+	if ((rc = sl_txn_meta_get(t, key, &p->maxts)))
 		return rc;
 	put_be32(prefix, p->qid);
 	/* landing order; latestFirst takes the newest first */
-	rc = (p->q->source.latest_first ? sl_cat_each_rev : sl_cat_each)(t, SL_TABLE_QINDEX,
+	rc = (p->q->source.latest_first ? sl_txn_each_rev : sl_txn_each)(t, SL_TABLE_QINDEX,
 									  prefix, 4, plan_each, p);
 	if (rc < 0 || rc > 1)
 		return rc;
@@ -541,7 +541,7 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 		return rc;
 	uint64_t wm;
 	qkey(key, sizeof(key), p->qid, "wm");
-	if ((rc = sl_cat_meta_get(t, key, &wm)))
+	if ((rc = sl_txn_meta_get(t, key, &wm)))
 		return rc;
 	p->wm_ms = (int64_t)wm;
 	if (p->n == 0)
@@ -553,7 +553,7 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 	if (!rec)
 		return ENOMEM;
 	qkey(key, sizeof(key), p->qid, "k");
-	if ((rc = sl_cat_meta_get(t, key, &p->k)) || (rc = sl_cat_meta_put(t, key, p->k + 1))) {
+	if ((rc = sl_txn_meta_get(t, key, &p->k)) || (rc = sl_txn_meta_put(t, key, p->k + 1))) {
 		free(rec);
 		return rc;
 	}
@@ -603,11 +603,11 @@ static int plan_apply_timed(struct sl_txn *t, struct plan *p)
 		rc = seen_purge(t, p->qid, (int64_t)maxts - sc->max_file_age_us);
 	if (rc == 0) {
 		qkey(key, sizeof(key), p->qid, "maxts");
-		rc = sl_cat_meta_put(t, key, maxts);
+		rc = sl_txn_meta_put(t, key, maxts);
 	}
 	if (rc == 0) {
 		qkey(key, sizeof(key), p->qid, "bwm");
-		rc = sl_cat_meta_put(t, key, (uint64_t)p->wm_ms);
+		rc = sl_txn_meta_put(t, key, (uint64_t)p->wm_ms);
 	}
 	free(rec);
 	sl_strbuf_release(&off);
@@ -647,11 +647,11 @@ static int read_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len, 
 
 	if ((rc = sl_catalog_read(sl_land_catalog(l), &t)))
 		return rc;
-	rc = sl_cat_inode_get(t, id, &i);
+	rc = sl_txn_inode_get(t, id, &i);
 	if (rc == 0 && i.storage == SL_STORE_INLINE) {
 		const void *d;
 		size_t n;
-		rc = sl_cat_data_get(t, id, &d, &n);
+		rc = sl_txn_data_get(t, id, &d, &n);
 		if (rc == 0 && !(*data = malloc(n ? n : 1)))
 			rc = ENOMEM;
 		if (rc == 0) {
@@ -1111,21 +1111,21 @@ static void progress_report(const struct report *r, int64_t t2, uint64_t out_row
 static int touch_dir(struct sl_txn *t, uint64_t id, int64_t now)
 {
 	struct sl_inode d;
-	int rc = sl_cat_inode_get(t, id, &d);
+	int rc = sl_txn_inode_get(t, id, &d);
 
 	if (rc)
 		return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
 	if (d.mtime_ns == now && d.ctime_ns == now)
 		return 0; /* a second part in the same folder */
 	d.mtime_ns = d.ctime_ns = now;
-	return sl_cat_inode_put(t, &d);
+	return sl_txn_inode_put(t, &d);
 }
 
 static int ensure_dir(struct sl_txn *t, uint64_t parent, const char *name, uint64_t new_id,
 		      int64_t now, uint64_t *id)
 {
 	struct sl_inode d;
-	int rc = sl_cat_dirent_get(t, parent, name, id);
+	int rc = sl_txn_dirent_get(t, parent, name, id);
 
 	if (rc != SL_NOTFOUND)
 		return rc;
@@ -1138,7 +1138,7 @@ static int ensure_dir(struct sl_txn *t, uint64_t parent, const char *name, uint6
 	d.mode = S_IFDIR | 0555;
 	d.mtime_ns = d.ctime_ns = now;
 	snprintf(d.name, sizeof(d.name), "%s", name);
-	if ((rc = sl_cat_inode_put(t, &d)) || (rc = sl_cat_dirent_put(t, parent, name, new_id)))
+	if ((rc = sl_txn_inode_put(t, &d)) || (rc = sl_txn_dirent_put(t, parent, name, new_id)))
 		return rc;
 	*id = new_id;
 	return 0;
@@ -1181,27 +1181,27 @@ static int replace_snapshot(struct sl_txn *t, struct commit *c, uint64_t outdir)
 	int rc;
 
 	c->ngone = 0;
-	if ((rc = sl_cat_dirent_each(t, outdir, NULL, collect_child, &k)))
+	if ((rc = sl_txn_dirent_each(t, outdir, NULL, collect_child, &k)))
 		return k.rc ? k.rc : rc;
 	for (size_t i = 0; i < c->ngone; i++) { /* breadth first: ngone grows */
 		struct sl_inode ino;
-		if ((rc = sl_cat_inode_get(t, c->gone[i].id, &ino)))
+		if ((rc = sl_txn_inode_get(t, c->gone[i].id, &ino)))
 			return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
 		c->gone[i].dir = ino.kind == SL_KIND_DIR;
 		c->gone[i].blob = ino.kind == SL_KIND_FILE && ino.storage == SL_STORE_BLOB;
 		if (!c->gone[i].dir)
 			continue;
 		k.parent = c->gone[i].id;
-		if ((rc = sl_cat_dirent_each(t, k.parent, NULL, collect_child, &k)))
+		if ((rc = sl_txn_dirent_each(t, k.parent, NULL, collect_child, &k)))
 			return k.rc ? k.rc : rc;
 	}
 	size_t nblobs = 0;
 	for (size_t i = 0; i < c->ngone; i++) {
 		struct gone *g = &c->gone[i];
-		if ((rc = sl_cat_dirent_del(t, g->parent, g->name)) ||
-		    (rc = sl_cat_inode_del(t, g->id)))
+		if ((rc = sl_txn_dirent_del(t, g->parent, g->name)) ||
+		    (rc = sl_txn_inode_del(t, g->id)))
 			return rc;
-		if (!g->dir && !g->blob && (rc = sl_cat_data_del(t, g->id)) && rc != SL_NOTFOUND)
+		if (!g->dir && !g->blob && (rc = sl_txn_data_del(t, g->id)) && rc != SL_NOTFOUND)
 			return rc;
 		nblobs += g->blob;
 	}
@@ -1255,11 +1255,11 @@ static int commit_apply(struct sl_txn *t, void *arg)
 				     .landed_ns = c->now};
 		f.storage = op->data ? SL_STORE_INLINE : SL_STORE_BLOB;
 		snprintf(f.name, sizeof(f.name), "%s", op->name);
-		if ((rc = sl_cat_inode_put(t, &f)) ||
-		    (rc = sl_cat_dirent_put(t, parent, f.name, f.id)) ||
+		if ((rc = sl_txn_inode_put(t, &f)) ||
+		    (rc = sl_txn_dirent_put(t, parent, f.name, f.id)) ||
 		    (rc = touch_dir(t, parent, c->now)))
 			return rc;
-		if (op->data && (rc = sl_cat_data_put(t, f.id, op->data, op->len)))
+		if (op->data && (rc = sl_txn_data_put(t, f.id, op->data, op->len)))
 			return rc;
 		out_rows += op->rows;
 	}
@@ -1284,10 +1284,10 @@ static int commit_apply(struct sl_txn *t, void *arg)
 	if ((rc = log_put(t, p->qid, 'c', p->batch, commit_text, (size_t)clen)))
 		return rc;
 	qkey(key, sizeof(key), p->qid, "wm");
-	if ((rc = sl_cat_meta_put(t, key, (uint64_t)c->next_wm)))
+	if ((rc = sl_txn_meta_put(t, key, (uint64_t)c->next_wm)))
 		return rc;
 	qkey(key, sizeof(key), p->qid, "rows");
-	if ((rc = sl_cat_meta_put(t, key, c->rows)))
+	if ((rc = sl_txn_meta_put(t, key, c->rows)))
 		return rc;
 	/* the checkpoint keeps the last 100 batches (Spark's minBatchesToRetain) */
 	if (p->batch >= 100) {
@@ -1295,14 +1295,14 @@ static int commit_apply(struct sl_txn *t, void *arg)
 		for (size_t i = 0; i < sizeof(kinds); i++) {
 			unsigned char ok[13];
 			log_key(ok, p->qid, kinds[i], p->batch - 100);
-			if ((rc = sl_cat_del(t, SL_TABLE_QLOG, ok, sizeof(ok))))
+			if ((rc = sl_txn_del(t, SL_TABLE_QLOG, ok, sizeof(ok))))
 				return rc;
 		}
 	}
 	if (p->k >= 100) {
 		unsigned char sk[13];
 		log_key(sk, p->qid, 's', p->k - 100);
-		if ((rc = sl_cat_del(t, SL_TABLE_QLOG, sk, sizeof(sk))))
+		if ((rc = sl_txn_del(t, SL_TABLE_QLOG, sk, sizeof(sk))))
 			return rc;
 	}
 	/* the last 100 progress reports, like Spark's recentProgress */
@@ -1318,15 +1318,15 @@ static int commit_apply(struct sl_txn *t, void *arg)
 	if (p->batch >= 100) {
 		unsigned char pk[13];
 		log_key(pk, p->qid, 'p', p->batch - 100);
-		if ((rc = sl_cat_del(t, SL_TABLE_QLOG, pk, sizeof(pk))))
+		if ((rc = sl_txn_del(t, SL_TABLE_QLOG, pk, sizeof(pk))))
 			return rc;
 	}
 	unsigned char ek[13];
 	log_key(ek, p->qid, 'e', 0); /* a committed batch clears the last error */
-	if ((rc = sl_cat_del(t, SL_TABLE_QLOG, ek, sizeof(ek))))
+	if ((rc = sl_txn_del(t, SL_TABLE_QLOG, ek, sizeof(ek))))
 		return rc;
 	qkey(key, sizeof(key), p->qid, "next");
-	return sl_cat_meta_put(t, key, p->batch + 1);
+	return sl_txn_meta_put(t, key, p->batch + 1);
 }
 
 struct error_rec {
@@ -1360,7 +1360,7 @@ static int intent_del_apply(struct sl_txn *t, void *arg)
 	const uint64_t *a = arg; /* qid, kind, batch */
 	unsigned char k[13];
 	log_key(k, (uint32_t)a[0], (char)a[1], a[2]);
-	return sl_cat_del(t, SL_TABLE_QLOG, k, sizeof(k));
+	return sl_txn_del(t, SL_TABLE_QLOG, k, sizeof(k));
 }
 
 /*
@@ -1827,7 +1827,7 @@ int sl_engine_run_available_now(struct sl_land *l, const struct sl_config *cfg,
 	/* everything landed at start: the landing sequence now */
 	if ((rc = sl_catalog_read(sl_land_catalog(l), &t)))
 		return rc;
-	rc = sl_cat_meta_get(t, "seq", &seq_limit);
+	rc = sl_txn_meta_get(t, "seq", &seq_limit);
 	sl_txn_end(t);
 	if (rc)
 		return rc;
@@ -1869,7 +1869,7 @@ int sl_engine_queries(struct sl_txn *t, int (*fn)(void *ctx, const char *name, u
 		      void *ctx)
 {
 	struct each_query e = {.fn = fn, .ctx = ctx};
-	return sl_cat_each(t, SL_TABLE_QUERIES, NULL, 0, each_query_cb, &e);
+	return sl_txn_each(t, SL_TABLE_QUERIES, NULL, 0, each_query_cb, &e);
 }
 
 struct each_entry {
@@ -1893,7 +1893,7 @@ int sl_engine_checkpoint_each(struct sl_txn *t, uint32_t qid, char kind,
 	unsigned char prefix[5];
 	put_be32(prefix, qid);
 	prefix[4] = (unsigned char)kind;
-	return sl_cat_each(t, SL_TABLE_QLOG, prefix, 5, each_entry_cb, &e);
+	return sl_txn_each(t, SL_TABLE_QLOG, prefix, 5, each_entry_cb, &e);
 }
 
 struct gc_find {
@@ -1943,16 +1943,16 @@ int sl_engine_status(struct sl_txn *t, uint32_t qid, struct sl_engine_status *ou
 
 	memset(out, 0, sizeof(*out));
 	qkey(key, sizeof(key), qid, "next");
-	if ((rc = sl_cat_meta_get(t, key, &next)))
+	if ((rc = sl_txn_meta_get(t, key, &next)))
 		return rc;
 	out->has_batch = next > 0;
 	out->batch = next ? next - 1 : 0;
 	qkey(key, sizeof(key), qid, "rows");
-	if ((rc = sl_cat_meta_get(t, key, &out->rows)))
+	if ((rc = sl_txn_meta_get(t, key, &out->rows)))
 		return rc;
 	uint64_t wm;
 	qkey(key, sizeof(key), qid, "wm");
-	if ((rc = sl_cat_meta_get(t, key, &wm)))
+	if ((rc = sl_txn_meta_get(t, key, &wm)))
 		return rc;
 	out->wm_ms = (int64_t)wm;
 	rc = sl_engine_checkpoint_get(t, qid, 'e', 0, &e, &len);

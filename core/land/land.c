@@ -46,7 +46,7 @@ int sl_land_lookup(struct sl_land *l, uint64_t parent, const char *name, struct 
 	if (!id) {
 		if ((rc = sl_catalog_read(l->cat, &t)))
 			return rc;
-		rc = sl_cat_dirent_get(t, parent, name, &id);
+		rc = sl_txn_dirent_get(t, parent, name, &id);
 		sl_txn_end(t);
 		if (rc)
 			return rc == SL_NOTFOUND ? ENOENT : rc;
@@ -73,7 +73,7 @@ int sl_land_getattr(struct sl_land *l, uint64_t id, struct sl_attr *out)
 	}
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		return rc;
-	rc = sl_cat_inode_get(t, id, &i);
+	rc = sl_txn_inode_get(t, id, &i);
 	sl_txn_end(t);
 	if (rc)
 		return rc == SL_NOTFOUND ? ENOENT : rc;
@@ -100,7 +100,7 @@ int sl_land_root(struct sl_land *l, uint64_t id, uint64_t *root)
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		return rc;
 	while (id != SL_ID_IN && id != SL_ID_ARCHIVE && id != SL_ID_OUT) {
-		if ((rc = sl_cat_inode_get(t, id, &i)) || ++depth > 4096)
+		if ((rc = sl_txn_inode_get(t, id, &i)) || ++depth > 4096)
 			break;
 		id = i.parent;
 	}
@@ -169,7 +169,7 @@ int sl_land_create(struct sl_land *l, uint64_t parent, const char *name, uint32_
 	rc = land_check_dir(t, parent);
 	if (rc == 0)
 		rc = land_path_is_temp(l, t, parent, name, &temp);
-	if (rc == 0 && sl_cat_dirent_get(t, parent, name, &other) == 0)
+	if (rc == 0 && sl_txn_dirent_get(t, parent, name, &other) == 0)
 		rc = EEXIST;
 	sl_txn_end(t);
 	if (rc == 0 && l->strict && !temp)
@@ -283,7 +283,7 @@ int sl_land_open_file(struct sl_land *l, uint64_t id, int flags, struct sl_handl
 	}
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		goto free_h;
-	rc = sl_cat_inode_get(t, id, &i);
+	rc = sl_txn_inode_get(t, id, &i);
 	if (rc == 0 && i.kind == SL_KIND_DIR)
 		rc = EISDIR;
 	else if (rc == 0 && (wr || (flags & O_TRUNC)))
@@ -291,7 +291,7 @@ int sl_land_open_file(struct sl_land *l, uint64_t id, int flags, struct sl_handl
 	if (rc == 0 && i.storage == SL_STORE_INLINE) {
 		const void *d;
 		size_t len;
-		rc = sl_cat_data_get(t, id, &d, &len);
+		rc = sl_txn_data_get(t, id, &d, &len);
 		if (rc == 0 && len != i.size)
 			rc = SL_ECORRUPT;
 		if (rc == 0 && !(h->data = malloc(len ? len : 1)))
@@ -708,7 +708,7 @@ struct attr_put {
 static int attr_put_apply(struct sl_txn *t, void *arg)
 {
 	struct attr_put *a = arg;
-	int rc = sl_cat_inode_get(t, a->id, &a->ino);
+	int rc = sl_txn_inode_get(t, a->id, &a->ino);
 
 	a->found = false;
 	if (rc == SL_NOTFOUND)
@@ -720,7 +720,7 @@ static int attr_put_apply(struct sl_txn *t, void *arg)
 	else
 		set_attrs(a->s, &a->ino, a->ino.kind == SL_KIND_FILE);
 	a->found = true;
-	return sl_cat_inode_put(t, &a->ino);
+	return sl_txn_inode_put(t, &a->ino);
 }
 
 /* setattr of an in-flight file (sealed ones included). */
@@ -809,7 +809,7 @@ int sl_land_setattr(struct sl_land *l, uint64_t id, struct sl_handle *h,
 	pthread_rwlock_wrlock(&l->op);
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		goto unlock;
-	rc = sl_cat_inode_get(t, id, &a.ino);
+	rc = sl_txn_inode_get(t, id, &a.ino);
 	sl_txn_end(t);
 	if (rc) {
 		rc = rc == SL_NOTFOUND ? ENOENT : rc;

@@ -145,7 +145,14 @@ void sl_land_refused(struct sl_land *l, int err);
 int sl_land_list(struct sl_land *l, uint64_t dir,
 		 int (*fn)(void *ctx, const char *name, const struct sl_attr *a), void *ctx);
 
+/* The landing counters: committed ones, plus what this process counted. */
 void sl_land_counters(struct sl_land *l, struct sl_land_counters *out);
+/*
+ * The committed landing counters, read in t (`sluice status`); out->in_flight
+ * is kept as the caller set it. 0 or a catalog error.
+ */
+struct sl_txn;
+int sl_land_counters_read(struct sl_txn *t, struct sl_land_counters *out);
 
 /*
  * Pins id: ids from it on stay unsettled (probed for orphan blobs after a

@@ -51,7 +51,7 @@ static int archive_dirs(struct sl_txn *t, const char *path, const struct move *m
 	comp = strtok_r(buf, "/", &save);
 	while (comp && (next = strtok_r(NULL, "/", &save))) {
 		uint64_t id;
-		rc = sl_cat_dirent_get(t, *parent, comp, &id);
+		rc = sl_txn_dirent_get(t, *parent, comp, &id);
 		if (rc == SL_NOTFOUND) {
 			if (k >= MAX_DEPTH)
 				return ENAMETOOLONG;
@@ -59,8 +59,8 @@ static int archive_dirs(struct sl_txn *t, const char *path, const struct move *m
 					     .kind = SL_KIND_DIR, .mode = S_IFDIR | 0755,
 					     .mtime_ns = now, .ctime_ns = now};
 			snprintf(d.name, sizeof(d.name), "%s", comp);
-			if ((rc = sl_cat_inode_put(t, &d)) ||
-			    (rc = sl_cat_dirent_put(t, *parent, comp, d.id)))
+			if ((rc = sl_txn_inode_put(t, &d)) ||
+			    (rc = sl_txn_dirent_put(t, *parent, comp, d.id)))
 				return rc;
 			id = d.id;
 		} else if (rc) {
@@ -83,7 +83,7 @@ static int clean_apply(struct sl_txn *t, void *arg)
 		char path[4096];
 
 		m->done = m->blob = false;
-		rc = sl_cat_inode_get(t, m->id, &i);
+		rc = sl_txn_inode_get(t, m->id, &i);
 		if (rc == SL_NOTFOUND)
 			continue; /* cleaned already, or unlinked */
 		if (rc)
@@ -105,9 +105,9 @@ static int clean_apply(struct sl_txn *t, void *arg)
 		uint64_t parent, other;
 		if ((rc = archive_dirs(t, path, m, c->now, &parent)))
 			return rc;
-		if ((rc = sl_cat_dirent_del(t, i.parent, i.name)))
+		if ((rc = sl_txn_dirent_del(t, i.parent, i.name)))
 			return rc;
-		if (sl_cat_dirent_get(t, parent, i.name, &other) == 0) {
+		if (sl_txn_dirent_get(t, parent, i.name, &other) == 0) {
 			char suffix[24];
 			int sn = snprintf(suffix, sizeof(suffix), "~%" PRIu64, i.id);
 			size_t keep = strlen(i.name);
@@ -116,8 +116,8 @@ static int clean_apply(struct sl_txn *t, void *arg)
 			memcpy(i.name + keep, suffix, (size_t)sn + 1);
 		}
 		i.parent = parent;
-		if ((rc = sl_cat_inode_put(t, &i)) ||
-		    (rc = sl_cat_dirent_put(t, parent, i.name, i.id)))
+		if ((rc = sl_txn_inode_put(t, &i)) ||
+		    (rc = sl_txn_dirent_put(t, parent, i.name, i.id)))
 			return rc;
 	}
 	return 0;

@@ -123,7 +123,7 @@ static int walk_cb(void *ctx, const char *name, uint64_t id)
 	struct sl_inode i;
 	int rc;
 
-	if ((rc = sl_cat_inode_get(w->t, id, &i)))
+	if ((rc = sl_txn_inode_get(w->t, id, &i)))
 		return rc == SL_NOTFOUND ? 0 : rc;
 	if (i.kind == SL_KIND_FILE) {
 		if (i.state == SL_STATE_LANDED) {
@@ -160,7 +160,7 @@ static int walk_folders(struct walk *w, uint64_t dir)
 		if (w->n > 1000000)
 			return SL_ECORRUPT;
 		w->temp = w->v[k].temp;
-		rc = sl_cat_dirent_each(w->t, w->v[k].id, NULL, walk_cb, w);
+		rc = sl_txn_dirent_each(w->t, w->v[k].id, NULL, walk_cb, w);
 	}
 	return rc == 1 ? 0 : rc;
 }
@@ -198,12 +198,12 @@ static int move_apply(struct sl_txn *t, void *arg)
 
 	if (mv->replace && (rc = land_cancel(t, mv->replace)))
 		return rc;
-	if ((rc = sl_cat_inode_get(t, mv->id, &i)))
+	if ((rc = sl_txn_inode_get(t, mv->id, &i)))
 		return rc;
 	i.parent = mv->newparent;
 	strcpy(i.name, mv->newname);
-	if ((rc = sl_cat_dirent_del(t, mv->parent, mv->name)) || (rc = sl_cat_inode_put(t, &i)) ||
-	    (rc = sl_cat_dirent_put(t, mv->newparent, mv->newname, mv->id)))
+	if ((rc = sl_txn_dirent_del(t, mv->parent, mv->name)) || (rc = sl_txn_inode_put(t, &i)) ||
+	    (rc = sl_txn_dirent_put(t, mv->newparent, mv->newname, mv->id)))
 		return rc;
 	for (size_t k = 0; k < mv->n; k++) {
 		struct member *m = &mv->m[k];
@@ -539,13 +539,13 @@ int land_dir_times_apply(struct sl_land *l, struct sl_txn *t)
 	pthread_mutex_unlock(&l->mu);
 	for (size_t k = 0; v && k < n && rc == 0; k++) {
 		struct sl_inode i;
-		if ((rc = sl_cat_inode_get(t, v[k].id, &i)) == SL_NOTFOUND) {
+		if ((rc = sl_txn_inode_get(t, v[k].id, &i)) == SL_NOTFOUND) {
 			rc = 0;
 			continue;
 		}
 		if (rc == 0 && i.kind == SL_KIND_DIR) {
 			i.mtime_ns = i.ctime_ns = v[k].ns;
-			rc = sl_cat_inode_put(t, &i);
+			rc = sl_txn_inode_put(t, &i);
 		}
 	}
 	free(v);

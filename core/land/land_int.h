@@ -23,7 +23,7 @@ struct sl_land {
 	struct sl_blobs *blobs;
 	struct sl_temp *temp;
 	bool strict;
-	pthread_rwlock_t op;        /* see the lock order in land.c */
+	pthread_rwlock_t op;        /* see the lock order in land_node.c */
 	pthread_mutex_t mu;
 	struct node **by_id;        /* in-flight files by id (NBUCKET chains) */
 	struct node **by_name;      /* named in-flight files by (parent, name) */

@@ -39,11 +39,11 @@ static int mkdir_apply(struct sl_txn *t, void *arg)
 	uint64_t cur;
 	int rc;
 
-	if (sl_cat_dirent_get(t, m->ino.parent, m->ino.name, &cur) == 0)
+	if (sl_txn_dirent_get(t, m->ino.parent, m->ino.name, &cur) == 0)
 		return EEXIST;
-	if ((rc = sl_cat_inode_put(t, &m->ino)))
+	if ((rc = sl_txn_inode_put(t, &m->ino)))
 		return rc;
-	return sl_cat_dirent_put(t, m->ino.parent, m->ino.name, m->ino.id);
+	return sl_txn_dirent_put(t, m->ino.parent, m->ino.name, m->ino.id);
 }
 
 int sl_land_mkdir(struct sl_land *l, uint64_t parent, const char *name, uint32_t mode,
@@ -118,13 +118,13 @@ int sl_land_rmdir(struct sl_land *l, uint64_t parent, const char *name)
 	pthread_rwlock_wrlock(&l->op);
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		goto unlock;
-	rc = sl_cat_dirent_get(t, parent, name, &id);
+	rc = sl_txn_dirent_get(t, parent, name, &id);
 	if (rc == 0)
-		rc = sl_cat_inode_get(t, id, &i);
+		rc = sl_txn_inode_get(t, id, &i);
 	if (rc == 0 && i.kind != SL_KIND_DIR)
 		rc = ENOTDIR;
 	if (rc == 0) {
-		rc = sl_cat_dirent_each(t, id, NULL, any_child, NULL);
+		rc = sl_txn_dirent_each(t, id, NULL, any_child, NULL);
 		if (rc == 1)
 			rc = ENOTEMPTY;
 	}
@@ -204,9 +204,9 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 	}
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		goto unlock;
-	rc = sl_cat_dirent_get(t, parent, name, &id);
+	rc = sl_txn_dirent_get(t, parent, name, &id);
 	if (rc == 0)
-		rc = sl_cat_inode_get(t, id, &i);
+		rc = sl_txn_inode_get(t, id, &i);
 	sl_txn_end(t);
 	if (rc) {
 		rc = rc == SL_NOTFOUND ? ENOENT : rc;
@@ -256,7 +256,7 @@ static int rename_dir(struct sl_land *l, struct sl_txn *t, struct dir_move *m, u
 		struct sl_inode d;
 		if (up == m->id)
 			return EINVAL; /* into its own subtree */
-		if ((rc = sl_cat_inode_get(t, up, &d)) || depth > 4096)
+		if ((rc = sl_txn_inode_get(t, up, &d)) || depth > 4096)
 			return rc ? rc : SL_ECORRUPT;
 		up = d.parent;
 	}
@@ -265,16 +265,16 @@ static int rename_dir(struct sl_land *l, struct sl_txn *t, struct dir_move *m, u
 	pthread_mutex_unlock(&l->mu);
 	if (target_node)
 		return (flags & RENAME_NOREPLACE) ? EEXIST : ENOTDIR;
-	if (sl_cat_dirent_get(t, m->newparent, m->newname, &tid) == 0) {
+	if (sl_txn_dirent_get(t, m->newparent, m->newname, &tid) == 0) {
 		if (flags & RENAME_NOREPLACE)
 			return EEXIST;
 		if (tid == m->id)
 			return -1; /* same folder: nothing to do */
-		if ((rc = sl_cat_inode_get(t, tid, &target)))
+		if ((rc = sl_txn_inode_get(t, tid, &target)))
 			return rc;
 		if (target.kind != SL_KIND_DIR)
 			return ENOTDIR;
-		rc = sl_cat_dirent_each(t, tid, NULL, any_child, NULL);
+		rc = sl_txn_dirent_each(t, tid, NULL, any_child, NULL);
 		pthread_mutex_lock(&l->mu);
 		if (rc == 0 && has_node_child(l, tid))
 			rc = 1;
@@ -426,13 +426,13 @@ int sl_land_rename(struct sl_land *l, uint64_t parent, const char *name, uint64_
 		goto unlock;
 	rc = land_check_dir(t, newparent);
 	if (rc == 0 && !n) {
-		rc = sl_cat_dirent_get(t, parent, name, &id);
+		rc = sl_txn_dirent_get(t, parent, name, &id);
 		if (rc == 0)
-			rc = sl_cat_inode_get(t, id, &src);
+			rc = sl_txn_inode_get(t, id, &src);
 		have_src = rc == 0;
 	}
-	if (rc == 0 && !target && sl_cat_dirent_get(t, newparent, newname, &id) == 0) {
-		rc = sl_cat_inode_get(t, id, &dst);
+	if (rc == 0 && !target && sl_txn_dirent_get(t, newparent, newname, &id) == 0) {
+		rc = sl_txn_inode_get(t, id, &dst);
 		have_dst = rc == 0;
 	}
 	if (rc == 0)
@@ -528,7 +528,7 @@ static int list_cb(void *ctx, const char *name, uint64_t id)
 	/* recorded in-flight files are in both places: memory wins */
 	if (c->nnodes && bsearch(&key, c->nodes, c->nnodes, sizeof(key), by_id))
 		return 0;
-	if ((rc = sl_cat_inode_get(c->t, id, &i)))
+	if ((rc = sl_txn_inode_get(c->t, id, &i)))
 		return rc == SL_NOTFOUND ? 0 : rc;
 	land_attr_of_inode(&i, &a);
 	if (i.kind == SL_KIND_DIR) {
@@ -574,7 +574,7 @@ int sl_land_list(struct sl_land *l, uint64_t dir,
 		goto free_nodes;
 	rc = land_check_dir(c.t, dir);
 	if (rc == 0)
-		rc = sl_cat_dirent_each(c.t, dir, NULL, list_cb, &c);
+		rc = sl_txn_dirent_each(c.t, dir, NULL, list_cb, &c);
 	sl_txn_end(c.t);
 	for (size_t k = 0; k < c.nnodes && rc == 0; k++)
 		rc = fn(ctx, c.nodes[k].name, &c.nodes[k].a);

@@ -233,7 +233,7 @@ int land_path_is_temp(struct sl_land *l, struct sl_txn *t, uint64_t parent, cons
 		return 0;
 	}
 	while (parent != SL_ID_IN && parent != SL_ID_ARCHIVE && parent != SL_ID_OUT) {
-		int rc = sl_cat_inode_get(t, parent, &d);
+		int rc = sl_txn_inode_get(t, parent, &d);
 		if (rc)
 			return rc == SL_NOTFOUND ? ENOENT : rc;
 		if (++depth > 4096)
@@ -251,7 +251,7 @@ int land_path_is_temp(struct sl_land *l, struct sl_txn *t, uint64_t parent, cons
 int land_check_dir(struct sl_txn *t, uint64_t id)
 {
 	struct sl_inode d;
-	int rc = sl_cat_inode_get(t, id, &d);
+	int rc = sl_txn_inode_get(t, id, &d);
 	if (rc)
 		return rc == SL_NOTFOUND ? ENOENT : rc;
 	return d.kind == SL_KIND_DIR ? 0 : ENOTDIR;
@@ -264,21 +264,21 @@ int land_cancel(struct sl_txn *t, uint64_t id)
 {
 	struct sl_inode i;
 	uint64_t cur;
-	int rc = sl_cat_inode_get(t, id, &i);
+	int rc = sl_txn_inode_get(t, id, &i);
 
 	if (rc == SL_NOTFOUND)
 		return 0;
 	if (rc)
 		return rc;
-	if (sl_cat_dirent_get(t, i.parent, i.name, &cur) == 0 && cur == id &&
-	    (rc = sl_cat_dirent_del(t, i.parent, i.name)))
+	if (sl_txn_dirent_get(t, i.parent, i.name, &cur) == 0 && cur == id &&
+	    (rc = sl_txn_dirent_del(t, i.parent, i.name)))
 		return rc;
 	if (i.state == SL_STATE_LANDED &&
-	    ((rc = sl_cat_landed_del(t, i.seq)) || (rc = sl_qindex_forget(t, &i))))
+	    ((rc = sl_txn_landed_del(t, i.seq)) || (rc = sl_qindex_forget(t, &i))))
 		return rc;
-	if ((rc = sl_cat_inode_del(t, id)) || (rc = sl_cat_data_del(t, id)))
+	if ((rc = sl_txn_inode_del(t, id)) || (rc = sl_txn_data_del(t, id)))
 		return rc;
-	return sl_cat_pending_del(t, id);
+	return sl_txn_pending_del(t, id);
 }
 
 int land_in_txn(struct sl_land *l, struct sl_txn *t, struct sl_inode *i)
@@ -286,14 +286,14 @@ int land_in_txn(struct sl_land *l, struct sl_txn *t, struct sl_inode *i)
 	uint64_t seq;
 	int rc;
 
-	if ((rc = sl_cat_meta_get(t, "seq", &seq)))
+	if ((rc = sl_txn_meta_get(t, "seq", &seq)))
 		return rc;
 	i->state = SL_STATE_LANDED;
 	i->seq = seq + 1;
-	if ((rc = sl_cat_meta_put(t, "seq", i->seq)) || (rc = sl_cat_landed_put(t, i->seq, i->id)) ||
-	    (rc = sl_cat_meta_add(t, "files_landed", 1)) ||
-	    (rc = sl_cat_meta_add(t, "bytes_landed", (int64_t)i->size)) ||
-	    (rc = sl_cat_pending_del(t, i->id)))
+	if ((rc = sl_txn_meta_put(t, "seq", i->seq)) || (rc = sl_txn_landed_put(t, i->seq, i->id)) ||
+	    (rc = sl_txn_meta_add(t, "files_landed", 1)) ||
+	    (rc = sl_txn_meta_add(t, "bytes_landed", (int64_t)i->size)) ||
+	    (rc = sl_txn_pending_del(t, i->id)))
 		return rc;
 	return sl_qindex_landed(l->sources, t, i);
 }
@@ -305,29 +305,29 @@ int land_rec_apply(struct sl_txn *t, void *arg)
 	uint64_t cur;
 	int rc;
 
-	if (r->excl && sl_cat_dirent_get(t, i.parent, i.name, &cur) == 0)
+	if (r->excl && sl_txn_dirent_get(t, i.parent, i.name, &cur) == 0)
 		return EEXIST;
 	/* a chmod or utime that raced the record is in the node: take it now */
 	if (r->n)
 		land_attrs_to_inode(r->n, &i);
 	if (r->cancel_id && (rc = land_cancel(t, r->cancel_id)))
 		return rc;
-	if (r->del_old && sl_cat_dirent_get(t, r->old_parent, r->old_name, &cur) == 0 &&
-	    cur == i.id && (rc = sl_cat_dirent_del(t, r->old_parent, r->old_name)))
+	if (r->del_old && sl_txn_dirent_get(t, r->old_parent, r->old_name, &cur) == 0 &&
+	    cur == i.id && (rc = sl_txn_dirent_del(t, r->old_parent, r->old_name)))
 		return rc;
 	if (r->land) {
 		if ((rc = land_in_txn(r->l, t, &i)))
 			return rc;
 	} else {
 		i.state = SL_STATE_RECORDED;
-		if ((rc = sl_cat_pending_put(t, i.id)))
+		if ((rc = sl_txn_pending_put(t, i.id)))
 			return rc;
 	}
-	if ((rc = sl_cat_inode_put(t, &i)) || (rc = sl_cat_dirent_put(t, i.parent, i.name, i.id)))
+	if ((rc = sl_txn_inode_put(t, &i)) || (rc = sl_txn_dirent_put(t, i.parent, i.name, i.id)))
 		return rc;
 	if (i.storage == SL_STORE_INLINE)
-		return sl_cat_data_put(t, i.id, r->data ? r->data : "", i.size);
-	return sl_cat_data_del(t, i.id);
+		return sl_txn_data_put(t, i.id, r->data ? r->data : "", i.size);
+	return sl_txn_data_del(t, i.id);
 }
 
 int land_cancel_apply(struct sl_txn *t, void *arg)
@@ -530,7 +530,7 @@ static int publish_apply(struct sl_txn *t, void *arg)
 	for (size_t k = 0; k < p->n; k++) {
 		struct sl_inode i;
 		p->landed[k] = false;
-		rc = sl_cat_inode_get(t, p->v[k]->id, &i);
+		rc = sl_txn_inode_get(t, p->v[k]->id, &i);
 		if (rc == SL_NOTFOUND)
 			continue; /* unlinked meanwhile */
 		if (rc)
@@ -540,7 +540,7 @@ static int publish_apply(struct sl_txn *t, void *arg)
 		/* the attributes as they are now: a chmod after close is kept */
 		land_attrs_to_inode(p->v[k], &i);
 		i.landed_ns = p->landed_ns;
-		if ((rc = land_in_txn(p->l, t, &i)) || (rc = sl_cat_inode_put(t, &i)))
+		if ((rc = land_in_txn(p->l, t, &i)) || (rc = sl_txn_inode_put(t, &i)))
 			return rc;
 		p->landed[k] = true;
 	}
@@ -651,10 +651,10 @@ int land_counters_apply(struct sl_txn *t, void *arg)
 	uint64_t abandoned = l->temp_abandoned_new;
 	pthread_mutex_unlock(&l->mu);
 	for (int e = 1; dirty && e < SL_ERRNO_MAX; e++)
-		if (refused[e] && (rc = sl_cat_meta_put(t, refused_key(e, key, sizeof(key)),
+		if (refused[e] && (rc = sl_txn_meta_put(t, refused_key(e, key, sizeof(key)),
 							 refused[e])))
 			return rc;
-	if (abandoned && (rc = sl_cat_meta_add(t, "temp_abandoned", (int64_t)abandoned)))
+	if (abandoned && (rc = sl_txn_meta_add(t, "temp_abandoned", (int64_t)abandoned)))
 		return rc;
 	if ((rc = land_dir_times_apply(l, t)))
 		return rc;
@@ -688,6 +688,32 @@ int land_load_refused(void *ctx, const char *key, uint64_t val)
 	return 0;
 }
 
+static int read_refused(void *ctx, const char *key, uint64_t val)
+{
+	struct sl_land_counters *c = ctx;
+	int e = errno_by_name(key + strlen("refused."));
+	if (e > 0 && e < SL_ERRNO_MAX)
+		c->refused[e] = val;
+	return 0;
+}
+
+int sl_land_counters_read(struct sl_txn *t, struct sl_land_counters *out)
+{
+	uint64_t in_flight = out->in_flight;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->in_flight = in_flight;
+	if ((rc = sl_txn_meta_get(t, "files_landed", &out->files_landed)) && rc != SL_NOTFOUND)
+		return rc;
+	if ((rc = sl_txn_meta_get(t, "bytes_landed", &out->bytes_landed)) && rc != SL_NOTFOUND)
+		return rc;
+	if ((rc = sl_txn_meta_get(t, "temp_abandoned", &out->temp_abandoned)) &&
+	    rc != SL_NOTFOUND)
+		return rc;
+	return sl_txn_meta_each(t, "refused.", read_refused, out);
+}
+
 void sl_land_counters(struct sl_land *l, struct sl_land_counters *out)
 {
 	struct sl_txn *t;
@@ -699,13 +725,12 @@ void sl_land_counters(struct sl_land *l, struct sl_land_counters *out)
 	 */
 	out->in_flight = atomic_load(l->in_flight);
 	if (sl_catalog_read(l->cat, &t) == 0) {
-		sl_cat_meta_get(t, "files_landed", &out->files_landed);
-		sl_cat_meta_get(t, "bytes_landed", &out->bytes_landed);
-		sl_cat_meta_get(t, "temp_abandoned", &out->temp_abandoned);
+		sl_land_counters_read(t, out);
 		sl_txn_end(t);
 	}
 	pthread_mutex_lock(&l->mu);
 	out->temp_abandoned += l->temp_abandoned_new;
+	/* refusals are counted here first, committed with the next commit */
 	memcpy(out->refused, l->refused, sizeof(out->refused));
 	pthread_mutex_unlock(&l->mu);
 }

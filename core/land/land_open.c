@@ -71,9 +71,9 @@ static int recover_apply(struct sl_txn *t, void *arg)
 			return rc;
 	for (size_t k = 0; k < r->ids.n; k++) {
 		struct sl_inode i;
-		rc = sl_cat_inode_get(t, r->ids.v[k], &i);
+		rc = sl_txn_inode_get(t, r->ids.v[k], &i);
 		if (rc == SL_NOTFOUND) {
-			rc = sl_cat_pending_del(t, r->ids.v[k]);
+			rc = sl_txn_pending_del(t, r->ids.v[k]);
 			if (rc)
 				return rc;
 			continue;
@@ -81,12 +81,12 @@ static int recover_apply(struct sl_txn *t, void *arg)
 		if (rc)
 			return rc;
 		if (i.state != SL_STATE_RECORDED) {
-			if ((rc = sl_cat_pending_del(t, i.id)))
+			if ((rc = sl_txn_pending_del(t, i.id)))
 				return rc;
 			continue;
 		}
 		i.landed_ns = r->now;
-		if ((rc = land_in_txn(r->l, t, &i)) || (rc = sl_cat_inode_put(t, &i)))
+		if ((rc = land_in_txn(r->l, t, &i)) || (rc = sl_txn_inode_put(t, &i)))
 			return rc;
 		r->landed++;
 	}
@@ -102,12 +102,12 @@ static int land_recorded(struct sl_land *l)
 
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		return rc;
-	rc = sl_cat_pending_each(t, collect, &r.ids);
+	rc = sl_txn_pending_each(t, collect, &r.ids);
 	/* blob-backed records: cut bytes written after the record */
 	for (size_t k = 0; rc == 0 && k < r.ids.n; k++) {
 		struct sl_inode i;
 		int fd;
-		if (sl_cat_inode_get(t, r.ids.v[k], &i) || i.storage != SL_STORE_BLOB ||
+		if (sl_txn_inode_get(t, r.ids.v[k], &i) || i.storage != SL_STORE_BLOB ||
 		    i.state != SL_STATE_RECORDED)
 			continue;
 		int e = sl_blob_open(l->blobs, i.id, O_RDWR, &fd);
@@ -163,7 +163,7 @@ static int probe_blobs(struct sl_land *l)
 			rc = -e;
 		if (e <= 0)
 			continue;
-		int g = sl_cat_inode_get(t, id, &i);
+		int g = sl_txn_inode_get(t, id, &i);
 		if (g == 0 && i.storage == SL_STORE_BLOB && i.kind == SL_KIND_FILE)
 			continue;
 		if (g && g != SL_NOTFOUND) {
@@ -258,7 +258,7 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 	struct sl_txn *t;
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		goto close_blobs;
-	rc = sl_cat_meta_each(t, "refused.", land_load_refused, l);
+	rc = sl_txn_meta_each(t, "refused.", land_load_refused, l);
 	sl_txn_end(t);
 	if (rc)
 		goto close_blobs;
@@ -403,10 +403,10 @@ struct mkdir_p {
 static int mkdir_p_apply(struct sl_txn *t, void *arg)
 {
 	struct mkdir_p *m = arg;
-	int rc = sl_cat_inode_put(t, &m->ino);
+	int rc = sl_txn_inode_put(t, &m->ino);
 	if (rc)
 		return rc;
-	return sl_cat_dirent_put(t, m->ino.parent, m->ino.name, m->ino.id);
+	return sl_txn_dirent_put(t, m->ino.parent, m->ino.name, m->ino.id);
 }
 
 /* Resolves (creating) folder `to` under in/; EINVAL when it leaves in/. */
@@ -435,9 +435,9 @@ static int resolve_to(struct sl_land *l, const char *to, uint64_t *dir)
 		}
 		if ((rc = sl_catalog_read(l->cat, &t)))
 			break;
-		rc = sl_cat_dirent_get(t, cur, c, &id);
+		rc = sl_txn_dirent_get(t, cur, c, &id);
 		if (rc == 0)
-			rc = sl_cat_inode_get(t, id, &i);
+			rc = sl_txn_inode_get(t, id, &i);
 		sl_txn_end(t);
 		if (rc == 0) {
 			if (i.kind != SL_KIND_DIR)
@@ -534,13 +534,13 @@ int sl_land_local(struct sl_land *l, const char *src, const char *to)
 		bool temp = false;
 		if ((rc = sl_catalog_read(l->cat, &t)))
 			goto close_in;
-		rc = sl_cat_dirent_get(t, r.ino.parent, name, &other) == 0 ? EEXIST : 0;
+		rc = sl_txn_dirent_get(t, r.ino.parent, name, &other) == 0 ? EEXIST : 0;
 		if (rc == 0) {
 			/* a temp folder in --to makes the whole path temporary */
 			uint64_t p = r.ino.parent;
 			struct sl_inode d;
 			while (rc == 0 && p != SL_ID_IN && !temp) {
-				rc = sl_cat_inode_get(t, p, &d);
+				rc = sl_txn_inode_get(t, p, &d);
 				temp = rc == 0 && sl_temp_match(l->temp, d.name);
 				p = d.parent;
 			}

@@ -84,7 +84,7 @@ int sl_qindex_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, siz
 			break;
 		if (d.parent == SL_ID_ARCHIVE || d.parent == SL_ID_OUT || ++depth > 1024)
 			return ENOENT;
-		if ((rc = sl_cat_inode_get(t, d.parent, &d)))
+		if ((rc = sl_txn_inode_get(t, d.parent, &d)))
 			return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
 		tmp[--pos] = '/';
 	}
@@ -111,14 +111,14 @@ static int index_file(struct sl_txn *t, uint32_t qid, const struct sl_inode *i)
 	put_be64(ik + 4, i->seq);
 	put_be64(hk, i->id);
 	put_be32(hk + 8, qid);
-	if ((rc = sl_cat_put(t, SL_TABLE_QINDEX, ik, sizeof(ik), &i->id, 8)) ||
-	    (rc = sl_cat_put(t, SL_TABLE_QHOLD, hk, sizeof(hk), "", 0)))
+	if ((rc = sl_txn_put(t, SL_TABLE_QINDEX, ik, sizeof(ik), &i->id, 8)) ||
+	    (rc = sl_txn_put(t, SL_TABLE_QHOLD, hk, sizeof(hk), "", 0)))
 		return rc;
 	qkey(key, sizeof(key), qid, "files");
-	if ((rc = sl_cat_meta_add(t, key, 1)))
+	if ((rc = sl_txn_meta_add(t, key, 1)))
 		return rc;
 	qkey(key, sizeof(key), qid, "bytes");
-	return sl_cat_meta_add(t, key, (int64_t)i->size);
+	return sl_txn_meta_add(t, key, (int64_t)i->size);
 }
 
 int sl_qindex_landed(struct sl_qindex *s, struct sl_txn *t, const struct sl_inode *i)
@@ -145,7 +145,7 @@ int sl_qindex_release(struct sl_txn *t, uint32_t qid, uint64_t id)
 	unsigned char hk[12];
 	put_be64(hk, id);
 	put_be32(hk + 8, qid);
-	return sl_cat_del(t, SL_TABLE_QHOLD, hk, 12);
+	return sl_txn_del(t, SL_TABLE_QHOLD, hk, 12);
 }
 
 int sl_qindex_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id,
@@ -157,13 +157,13 @@ int sl_qindex_unindex(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id,
 
 	put_be32(ik, qid);
 	put_be64(ik + 4, seq);
-	if ((rc = sl_cat_del(t, SL_TABLE_QINDEX, ik, 12)))
+	if ((rc = sl_txn_del(t, SL_TABLE_QINDEX, ik, 12)))
 		return rc;
 	qkey(key, sizeof(key), qid, "files");
-	if ((rc = sl_cat_meta_add(t, key, -1)))
+	if ((rc = sl_txn_meta_add(t, key, -1)))
 		return rc;
 	qkey(key, sizeof(key), qid, "bytes");
-	if ((rc = sl_cat_meta_add(t, key, -(int64_t)size)))
+	if ((rc = sl_txn_meta_add(t, key, -(int64_t)size)))
 		return rc;
 	return release ? sl_qindex_release(t, qid, id) : 0;
 }
@@ -182,7 +182,7 @@ int sl_qindex_skip(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id, ui
 	if ((rc = sl_qindex_unindex(t, qid, seq, id, size, true)))
 		return rc;
 	qkey(key, sizeof(key), qid, skip_key(why));
-	return sl_cat_meta_add(t, key, 1);
+	return sl_txn_meta_add(t, key, 1);
 }
 
 int sl_qindex_skips(struct sl_txn *t, uint32_t qid, bool take, struct sl_skips *out)
@@ -194,9 +194,9 @@ int sl_qindex_skips(struct sl_txn *t, uint32_t qid, bool take, struct sl_skips *
 
 	for (size_t i = 0; i < 2; i++) {
 		qkey(key, sizeof(key), qid, skip_key(whys[i]));
-		if ((rc = sl_cat_meta_get(t, key, &n[i])))
+		if ((rc = sl_txn_meta_get(t, key, &n[i])))
 			return rc;
-		if (take && n[i] && (rc = sl_cat_meta_put(t, key, 0)))
+		if (take && n[i] && (rc = sl_txn_meta_put(t, key, 0)))
 			return rc;
 	}
 	out->age = n[0];
@@ -230,21 +230,21 @@ int sl_qindex_forget(struct sl_txn *t, const struct sl_inode *i)
 	do {
 		h.n = 0;
 		put_be64(hk, i->id);
-		rc = sl_cat_each(t, SL_TABLE_QHOLD, hk, 8, collect_holder, &h);
+		rc = sl_txn_each(t, SL_TABLE_QHOLD, hk, 8, collect_holder, &h);
 		if (rc < 0 || (rc > 1))
 			return rc;
 		for (size_t k = 0; k < h.n; k++) {
 			put_be32(hk + 8, h.qids[k]);
 			put_be32(ik, h.qids[k]);
 			put_be64(ik + 4, i->seq);
-			if ((rc = sl_cat_del(t, SL_TABLE_QHOLD, hk, 12)) ||
-			    (rc = sl_cat_del(t, SL_TABLE_QINDEX, ik, 12)))
+			if ((rc = sl_txn_del(t, SL_TABLE_QHOLD, hk, 12)) ||
+			    (rc = sl_txn_del(t, SL_TABLE_QINDEX, ik, 12)))
 				return rc;
 			qkey(key, sizeof(key), h.qids[k], "files");
-			if ((rc = sl_cat_meta_add(t, key, -1)))
+			if ((rc = sl_txn_meta_add(t, key, -1)))
 				return rc;
 			qkey(key, sizeof(key), h.qids[k], "bytes");
-			if ((rc = sl_cat_meta_add(t, key, -(int64_t)i->size)))
+			if ((rc = sl_txn_meta_add(t, key, -(int64_t)i->size)))
 				return rc;
 		}
 	} while (h.n == 64);
@@ -261,14 +261,14 @@ bool sl_qindex_held(struct sl_txn *t, uint64_t id)
 {
 	unsigned char hk[8];
 	put_be64(hk, id);
-	return sl_cat_each(t, SL_TABLE_QHOLD, hk, 8, any_entry, NULL) == 1;
+	return sl_txn_each(t, SL_TABLE_QHOLD, hk, 8, any_entry, NULL) == 1;
 }
 
 int sl_qindex_qid(struct sl_txn *t, const char *name, uint32_t *qid)
 {
 	const void *v;
 	size_t len;
-	int rc = sl_cat_get(t, SL_TABLE_QUERIES, name, strlen(name), &v, &len);
+	int rc = sl_txn_get(t, SL_TABLE_QUERIES, name, strlen(name), &v, &len);
 	if (rc)
 		return rc;
 	if (len != 4)
@@ -286,10 +286,10 @@ int sl_qindex_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out
 	if (rc)
 		return rc;
 	qkey(key, sizeof(key), qid, "files");
-	if ((rc = sl_cat_meta_get(t, key, &out->files)))
+	if ((rc = sl_txn_meta_get(t, key, &out->files)))
 		return rc;
 	qkey(key, sizeof(key), qid, "bytes");
-	return sl_cat_meta_get(t, key, &out->bytes);
+	return sl_txn_meta_get(t, key, &out->bytes);
 }
 
 struct build {
@@ -305,7 +305,7 @@ static int build_one(void *ctx, uint64_t seq, uint64_t id)
 	int rc;
 
 	(void)seq;
-	if ((rc = sl_cat_inode_get(b->t, id, &i)))
+	if ((rc = sl_txn_inode_get(b->t, id, &i)))
 		return rc == SL_NOTFOUND ? 0 : rc;
 	rc = sl_qindex_relpath(b->t, &i, path, sizeof(path));
 	if (rc == ENOENT)
@@ -333,15 +333,15 @@ static int assign_apply(struct sl_txn *t, void *arg)
 			return rc;
 		uint64_t next;
 		unsigned char v[4];
-		if ((rc = sl_cat_meta_get(t, "next_qid", &next)))
+		if ((rc = sl_txn_meta_get(t, "next_qid", &next)))
 			return rc;
 		q->qid = (uint32_t)next + 1;
 		put_be32(v, q->qid);
-		if ((rc = sl_cat_meta_put(t, "next_qid", q->qid)) ||
-		    (rc = sl_cat_put(t, SL_TABLE_QUERIES, name, strlen(name), v, 4)))
+		if ((rc = sl_txn_meta_put(t, "next_qid", q->qid)) ||
+		    (rc = sl_txn_put(t, SL_TABLE_QUERIES, name, strlen(name), v, 4)))
 			return rc;
 		struct build b = {.t = t, .q = q};
-		if ((rc = sl_cat_landed_each(t, build_one, &b)))
+		if ((rc = sl_txn_landed_each(t, build_one, &b)))
 			return rc;
 	}
 	return 0;

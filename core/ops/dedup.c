@@ -24,6 +24,7 @@
 #include "err.h"
 #include "kmap.h"
 #include "ksort.h"
+#include "dedup.h"
 #include "ops.h"
 #include "rowkey.h"
 #include "state.h"
@@ -138,6 +139,7 @@ static int evict_ts(void *ctx, const void *skey, size_t sklen, const void *rk, s
 		    const void *val, size_t vlen)
 {
 	struct evict_walk *w = ctx;
+	(void)val;
 	if (rklen < 9)
 		return (w->err = SL_ECORRUPT);
 	if (!sl_watermark_is_late(w->wm_ms, lead_ts(rk)))

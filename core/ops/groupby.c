@@ -30,6 +30,7 @@
 #include "kmap.h"
 #include "ksort.h"
 #include "mem.h"
+#include "groupby.h"
 #include "ops.h"
 #include "rowkey.h"
 #include "state.h"

@@ -13,6 +13,8 @@
 
 #include "config.h"
 #include "err.h"
+#include "dedup.h"
+#include "groupby.h"
 #include "ops.h"
 
 struct sl_ops {

@@ -85,43 +85,4 @@ int sl_ops_apply(struct sl_ops *o, struct sl_txn *t);
 int sl_ops_due(const struct sl_query_config *q, uint32_t qid, struct sl_txn *t, int64_t wm_ms,
 	       bool *due);
 
-/* Operator internals shared by core/dedup.c and core/groupby.c. */
-struct sl_dedup;
-struct sl_groupby;
-int sl_dedup_new(const struct sl_query_config *q, uint32_t qid, struct sl_dedup **out);
-void sl_dedup_free(struct sl_dedup *d);
-/* Clears keep[row] for each kept row of b that repeats a key. */
-int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b,
-		     uint8_t *keep, int64_t wm_ms, struct sl_op_metrics *m);
-int sl_dedup_apply(struct sl_dedup *d, struct sl_txn *t);
-/*
- * sl_dedup_process() in steps, for a pipeline: begin, rows over [from, to)
- * in order (t used), sort (no catalog), end (t used: the eviction walk).
- */
-int sl_dedup_begin(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b);
-int sl_dedup_rows(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch *b, uint8_t *keep,
-		  size_t from, size_t to, int64_t wm_ms, struct sl_op_metrics *m);
-int sl_dedup_sort(struct sl_dedup *d);
-int sl_dedup_end(struct sl_dedup *d, struct sl_txn *t, int64_t wm_ms, struct sl_op_metrics *m);
-int sl_dedup_due(const struct sl_query_config *q, uint32_t qid, struct sl_txn *t, int64_t wm_ms,
-		 bool *due);
-
-int sl_groupby_new(const struct sl_query_config *q, uint32_t qid, struct sl_groupby **out,
-		   char *err, size_t errlen);
-void sl_groupby_free(struct sl_groupby *g);
-/* Aggregates the kept rows of b and writes the mode's output rows to out (cleared first). */
-int sl_groupby_process(struct sl_groupby *g, struct sl_txn *t, const struct sl_batch *b,
-		       const uint8_t *keep, int64_t wm_ms, struct sl_batch *out,
-		       struct sl_op_metrics *m, char *err, size_t errlen);
-int sl_groupby_apply(struct sl_groupby *g, struct sl_txn *t);
-/* sl_groupby_process() in steps: begin (t used), rows (no catalog), end (t used). */
-int sl_groupby_begin(struct sl_groupby *g, struct sl_txn *t, const struct sl_batch *b,
-		     struct sl_batch *out);
-int sl_groupby_rows(struct sl_groupby *g, const struct sl_batch *b, const uint8_t *keep,
-		    size_t from, size_t to, char *err, size_t errlen);
-int sl_groupby_end(struct sl_groupby *g, struct sl_txn *t, int64_t wm_ms, struct sl_batch *out,
-		   struct sl_op_metrics *m, char *err, size_t errlen);
-int sl_groupby_due(const struct sl_query_config *q, uint32_t qid, struct sl_txn *t,
-		   int64_t wm_ms, bool *due);
-
 #endif

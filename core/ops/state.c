@@ -64,7 +64,7 @@ int sl_state_get(struct sl_txn *t, const struct sl_state_space *sp, const void *
 	int rc;
 
 	sl_state_skey(sp, rk, rklen, &k);
-	if ((rc = sl_cat_get(t, SL_TABLE_QSTATE, k.k, k.len, &v, &len)))
+	if ((rc = sl_txn_get(t, SL_TABLE_QSTATE, k.k, k.len, &v, &len)))
 		return rc;
 	if (k.hashed) {
 		size_t oplen, flen;
@@ -86,7 +86,7 @@ int sl_state_put(struct sl_txn *t, const struct sl_state_space *sp, const void *
 	struct sl_state_skey k;
 	sl_state_skey(sp, rk, rklen, &k);
 	if (!k.hashed) /* callers put in key order */
-		return sl_cat_put_ascending(t, SL_TABLE_QSTATE, k.k, k.len, val, vlen);
+		return sl_txn_put_ascending(t, SL_TABLE_QSTATE, k.k, k.len, val, vlen);
 	size_t total = vlen + rklen + 4;
 	unsigned char *buf = malloc(total);
 	if (!buf)
@@ -95,7 +95,7 @@ int sl_state_put(struct sl_txn *t, const struct sl_state_space *sp, const void *
 	memcpy(buf, val, vlen);
 	memcpy(buf + vlen, rk, rklen);
 	memcpy(buf + vlen + rklen, &n, 4);
-	int rc = sl_cat_put(t, SL_TABLE_QSTATE, k.k, k.len, buf, total);
+	int rc = sl_txn_put(t, SL_TABLE_QSTATE, k.k, k.len, buf, total);
 	free(buf);
 	return rc;
 }
@@ -159,13 +159,13 @@ int sl_state_each(struct sl_txn *t, const struct sl_state_space *sp, const void 
 	prefix[4] = (unsigned char)sp->op;
 	if (plen)
 		memcpy(prefix + 5, rkp, plen);
-	int rc = sl_cat_each(t, SL_TABLE_QSTATE, prefix, 5 + plen, walk_cb, &w);
+	int rc = sl_txn_each(t, SL_TABLE_QSTATE, prefix, 5 + plen, walk_cb, &w);
 	return w.err ? w.err : rc;
 }
 
 int sl_state_del_raw(struct sl_txn *t, const void *skey, size_t sklen)
 {
-	return sl_cat_del(t, SL_TABLE_QSTATE, skey, sklen);
+	return sl_txn_del(t, SL_TABLE_QSTATE, skey, sklen);
 }
 
 int sl_state_evict_add(struct sl_state_evict *ev, const void *k, size_t len)
@@ -201,9 +201,9 @@ int sl_state_counters(struct sl_txn *t, const struct sl_state_space *sp, uint64_
 	char r[48], b[48];
 	int rc;
 	counter_keys(sp, r, b);
-	if ((rc = sl_cat_meta_get(t, r, rows)))
+	if ((rc = sl_txn_meta_get(t, r, rows)))
 		return rc;
-	return sl_cat_meta_get(t, b, bytes);
+	return sl_txn_meta_get(t, b, bytes);
 }
 
 int sl_state_set_counters(struct sl_txn *t, const struct sl_state_space *sp, uint64_t rows,
@@ -212,9 +212,9 @@ int sl_state_set_counters(struct sl_txn *t, const struct sl_state_space *sp, uin
 	char r[48], b[48];
 	int rc;
 	counter_keys(sp, r, b);
-	if ((rc = sl_cat_meta_put(t, r, rows)))
+	if ((rc = sl_txn_meta_put(t, r, rows)))
 		return rc;
-	return sl_cat_meta_put(t, b, bytes);
+	return sl_txn_meta_put(t, b, bytes);
 }
 
 int sl_state_skey_cmp(const void *a, size_t alen, const void *b, size_t blen)

@@ -80,7 +80,7 @@ size_t sl_state_entry_bytes(size_t rklen, size_t vlen);
 /*
  * Walks the entries of sp whose row key starts with the (clear, at most
  * lead-long) prefix rkp, in storage-key order. fn gets the storage key
- * (all of it, for sl_cat_del), the full row key and the operator's bytes;
+ * (all of it, for sl_txn_del), the full row key and the operator's bytes;
  * it returns non-zero to stop, and that value is returned.
  */
 int sl_state_each(struct sl_txn *t, const struct sl_state_space *sp, const void *rkp,

@@ -103,7 +103,7 @@ struct sl_txn {
 	struct sl_catalog *cat;
 	MDB_txn *txn;
 	bool write;
-	MDB_cursor *asc;  /* sl_cat_put_ascending()'s cursor (freed with the write txn) */
+	MDB_cursor *asc;  /* sl_txn_put_ascending()'s cursor (freed with the write txn) */
 	MDB_dbi asc_dbi;
 };
 
@@ -174,7 +174,7 @@ static int ensure_roots(struct sl_txn *t)
 	int rc;
 
 	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
-		rc = sl_cat_inode_get(t, roots[i].id, &d);
+		rc = sl_txn_inode_get(t, roots[i].id, &d);
 		if (rc != SL_NOTFOUND)
 			return rc;
 		memset(&d, 0, sizeof(d));
@@ -186,7 +186,7 @@ static int ensure_roots(struct sl_txn *t)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		d.mtime_ns = d.ctime_ns = d.atime_ns = ts.tv_sec * 1000000000ll + ts.tv_nsec;
 		strcpy(d.name, roots[i].name);
-		if ((rc = sl_cat_inode_put(t, &d)))
+		if ((rc = sl_txn_inode_put(t, &d)))
 			return rc;
 	}
 	return 0;
@@ -199,7 +199,7 @@ static int init_apply(struct sl_txn *t, void *arg)
 	int rc;
 
 	(void)arg;
-	rc = sl_cat_meta_get(t, "format", &fmt);
+	rc = sl_txn_meta_get(t, "format", &fmt);
 	if (rc)
 		return rc;
 	if (fmt != 0 && fmt != CATALOG_FORMAT)
@@ -207,19 +207,19 @@ static int init_apply(struct sl_txn *t, void *arg)
 	/* also for catalogs made before out/ lived in the catalog */
 	if ((rc = ensure_roots(t)) || fmt != 0)
 		return rc;
-	if ((rc = sl_cat_meta_put(t, "id_hi", SL_ID_FIRST)) ||
-	    (rc = sl_cat_meta_put(t, "id_settled", SL_ID_FIRST)))
+	if ((rc = sl_txn_meta_put(t, "id_hi", SL_ID_FIRST)) ||
+	    (rc = sl_txn_meta_put(t, "id_settled", SL_ID_FIRST)))
 		return rc;
-	return sl_cat_meta_put(t, "format", CATALOG_FORMAT);
+	return sl_txn_meta_put(t, "format", CATALOG_FORMAT);
 }
 
 static int reserve_apply(struct sl_txn *t, void *arg)
 {
 	struct sl_catalog *cat = arg;
-	int rc = sl_cat_meta_put(t, "id_hi", cat->id_hi + ID_RANGE);
+	int rc = sl_txn_meta_put(t, "id_hi", cat->id_hi + ID_RANGE);
 	if (rc)
 		return rc;
-	return sl_cat_meta_put(t, "id_settled", cat->settle_lo);
+	return sl_txn_meta_put(t, "id_settled", cat->settle_lo);
 }
 
 static int read_ids(struct sl_catalog *cat)
@@ -229,8 +229,8 @@ static int read_ids(struct sl_catalog *cat)
 	int rc = sl_catalog_read(cat, &t);
 	if (rc)
 		return rc;
-	if (!(rc = sl_cat_meta_get(t, "format", &fmt)) && !(rc = sl_cat_meta_get(t, "id_hi", &hi)))
-		rc = sl_cat_meta_get(t, "id_settled", &settled);
+	if (!(rc = sl_txn_meta_get(t, "format", &fmt)) && !(rc = sl_txn_meta_get(t, "id_hi", &hi)))
+		rc = sl_txn_meta_get(t, "id_settled", &settled);
 	sl_txn_end(t);
 	if (rc)
 		return rc;
@@ -342,7 +342,7 @@ static void run_inline(struct sl_catalog *cat, struct wreq *r);
 static int settled_apply(struct sl_txn *t, void *arg)
 {
 	struct sl_catalog *cat = arg;
-	return sl_cat_meta_put(t, "id_settled", cat->settle_lo);
+	return sl_txn_meta_put(t, "id_settled", cat->settle_lo);
 }
 
 void sl_catalog_close(struct sl_catalog *cat)
@@ -833,7 +833,7 @@ static int del(struct sl_txn *t, MDB_dbi dbi, void *k, size_t klen)
 	return rc == SL_NOTFOUND ? 0 : rc;
 }
 
-int sl_cat_inode_get(struct sl_txn *t, uint64_t id, struct sl_inode *o)
+int sl_txn_inode_get(struct sl_txn *t, uint64_t id, struct sl_inode *o)
 {
 	unsigned char k[8];
 	MDB_val v;
@@ -870,7 +870,7 @@ int sl_cat_inode_get(struct sl_txn *t, uint64_t id, struct sl_inode *o)
 	return 0;
 }
 
-int sl_cat_inode_put(struct sl_txn *t, const struct sl_inode *o)
+int sl_txn_inode_put(struct sl_txn *t, const struct sl_inode *o)
 {
 	unsigned char k[8], p[INODE_HDR + SL_NAME_MAX];
 	size_t n = strlen(o->name);
@@ -896,7 +896,7 @@ int sl_cat_inode_put(struct sl_txn *t, const struct sl_inode *o)
 	return put(t, t->cat->inode, k, 8, p, INODE_HDR + n);
 }
 
-int sl_cat_inode_del(struct sl_txn *t, uint64_t id)
+int sl_txn_inode_del(struct sl_txn *t, uint64_t id)
 {
 	unsigned char k[8];
 	put_be64(k, id);
@@ -911,7 +911,7 @@ static size_t dirent_key(unsigned char *k, uint64_t parent, const char *name)
 	return 8 + (n > SL_NAME_MAX ? SL_NAME_MAX : n);
 }
 
-int sl_cat_dirent_get(struct sl_txn *t, uint64_t parent, const char *name, uint64_t *id)
+int sl_txn_dirent_get(struct sl_txn *t, uint64_t parent, const char *name, uint64_t *id)
 {
 	unsigned char k[8 + SL_NAME_MAX];
 	MDB_val v;
@@ -928,7 +928,7 @@ int sl_cat_dirent_get(struct sl_txn *t, uint64_t parent, const char *name, uint6
 	return 0;
 }
 
-int sl_cat_dirent_put(struct sl_txn *t, uint64_t parent, const char *name, uint64_t id)
+int sl_txn_dirent_put(struct sl_txn *t, uint64_t parent, const char *name, uint64_t id)
 {
 	unsigned char k[8 + SL_NAME_MAX];
 	if (strlen(name) > SL_NAME_MAX)
@@ -936,13 +936,13 @@ int sl_cat_dirent_put(struct sl_txn *t, uint64_t parent, const char *name, uint6
 	return put(t, t->cat->dirent, k, dirent_key(k, parent, name), &id, 8);
 }
 
-int sl_cat_dirent_del(struct sl_txn *t, uint64_t parent, const char *name)
+int sl_txn_dirent_del(struct sl_txn *t, uint64_t parent, const char *name)
 {
 	unsigned char k[8 + SL_NAME_MAX];
 	return del(t, t->cat->dirent, k, dirent_key(k, parent, name));
 }
 
-int sl_cat_dirent_each(struct sl_txn *t, uint64_t parent, const char *after,
+int sl_txn_dirent_each(struct sl_txn *t, uint64_t parent, const char *after,
 		       int (*fn)(void *ctx, const char *name, uint64_t id), void *ctx)
 {
 	unsigned char k[8 + SL_NAME_MAX];
@@ -984,7 +984,7 @@ int sl_cat_dirent_each(struct sl_txn *t, uint64_t parent, const char *after,
 	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
 }
 
-int sl_cat_data_get(struct sl_txn *t, uint64_t id, const void **data, size_t *len)
+int sl_txn_data_get(struct sl_txn *t, uint64_t id, const void **data, size_t *len)
 {
 	unsigned char k[8];
 	MDB_val v;
@@ -999,28 +999,28 @@ int sl_cat_data_get(struct sl_txn *t, uint64_t id, const void **data, size_t *le
 	return 0;
 }
 
-int sl_cat_data_put(struct sl_txn *t, uint64_t id, const void *data, size_t len)
+int sl_txn_data_put(struct sl_txn *t, uint64_t id, const void *data, size_t len)
 {
 	unsigned char k[8];
 	put_be64(k, id);
 	return put(t, t->cat->data, k, 8, data, len);
 }
 
-int sl_cat_data_del(struct sl_txn *t, uint64_t id)
+int sl_txn_data_del(struct sl_txn *t, uint64_t id)
 {
 	unsigned char k[8];
 	put_be64(k, id);
 	return del(t, t->cat->data, k, 8);
 }
 
-int sl_cat_pending_put(struct sl_txn *t, uint64_t id)
+int sl_txn_pending_put(struct sl_txn *t, uint64_t id)
 {
 	unsigned char k[8];
 	put_be64(k, id);
 	return put(t, t->cat->pending, k, 8, "", 0);
 }
 
-int sl_cat_pending_del(struct sl_txn *t, uint64_t id)
+int sl_txn_pending_del(struct sl_txn *t, uint64_t id)
 {
 	unsigned char k[8];
 	put_be64(k, id);
@@ -1069,27 +1069,27 @@ static int pending_cb(void *ctx, const MDB_val *k, const MDB_val *v)
 	return w->fn(w->ctx, get_be64(k->mv_data));
 }
 
-int sl_cat_pending_each(struct sl_txn *t, int (*fn)(void *ctx, uint64_t id), void *ctx)
+int sl_txn_pending_each(struct sl_txn *t, int (*fn)(void *ctx, uint64_t id), void *ctx)
 {
 	struct pending_walk w = {fn, ctx};
 	return walk(t, t->cat->pending, NULL, 0, pending_cb, &w);
 }
 
-int sl_cat_landed_put(struct sl_txn *t, uint64_t seq, uint64_t id)
+int sl_txn_landed_put(struct sl_txn *t, uint64_t seq, uint64_t id)
 {
 	unsigned char k[8];
 	put_be64(k, seq);
 	return put(t, t->cat->landed, k, 8, &id, 8);
 }
 
-int sl_cat_landed_del(struct sl_txn *t, uint64_t seq)
+int sl_txn_landed_del(struct sl_txn *t, uint64_t seq)
 {
 	unsigned char k[8];
 	put_be64(k, seq);
 	return del(t, t->cat->landed, k, 8);
 }
 
-int sl_cat_meta_get(struct sl_txn *t, const char *key, uint64_t *val)
+int sl_txn_meta_get(struct sl_txn *t, const char *key, uint64_t *val)
 {
 	MDB_val v;
 	int rc = get(t, t->cat->meta, (void *)key, strlen(key), &v);
@@ -1105,18 +1105,18 @@ int sl_cat_meta_get(struct sl_txn *t, const char *key, uint64_t *val)
 	return 0;
 }
 
-int sl_cat_meta_put(struct sl_txn *t, const char *key, uint64_t val)
+int sl_txn_meta_put(struct sl_txn *t, const char *key, uint64_t val)
 {
 	return put(t, t->cat->meta, (void *)key, strlen(key), &val, 8);
 }
 
-int sl_cat_meta_add(struct sl_txn *t, const char *key, int64_t delta)
+int sl_txn_meta_add(struct sl_txn *t, const char *key, int64_t delta)
 {
 	uint64_t v;
-	int rc = sl_cat_meta_get(t, key, &v);
+	int rc = sl_txn_meta_get(t, key, &v);
 	if (rc)
 		return rc;
-	return sl_cat_meta_put(t, key, v + (uint64_t)delta);
+	return sl_txn_meta_put(t, key, v + (uint64_t)delta);
 }
 
 struct meta_walk {
@@ -1138,7 +1138,7 @@ static int meta_cb(void *ctx, const MDB_val *k, const MDB_val *v)
 	return w->fn(w->ctx, name, val);
 }
 
-int sl_cat_meta_each(struct sl_txn *t, const char *prefix,
+int sl_txn_meta_each(struct sl_txn *t, const char *prefix,
 		     int (*fn)(void *ctx, const char *key, uint64_t val), void *ctx)
 {
 	struct meta_walk w = {fn, ctx};
@@ -1147,7 +1147,7 @@ int sl_cat_meta_each(struct sl_txn *t, const char *prefix,
 
 /* ---- engine tables ---- */
 
-int sl_cat_get(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
+int sl_txn_get(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
 	       const void **val, size_t *vlen)
 {
 	MDB_val v;
@@ -1163,13 +1163,13 @@ int sl_cat_get(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
 	return rc;
 }
 
-int sl_cat_put(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
+int sl_txn_put(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
 	       const void *val, size_t vlen)
 {
 	return put(t, t->cat->tables[tb], (void *)key, klen, val, vlen);
 }
 
-int sl_cat_put_ascending(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
+int sl_txn_put_ascending(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen,
 			 const void *val, size_t vlen)
 {
 	MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
@@ -1191,7 +1191,7 @@ int sl_cat_put_ascending(struct sl_txn *t, enum sl_table tb, const void *key, si
 	return map_rc(rc);
 }
 
-int sl_cat_del(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen)
+int sl_txn_del(struct sl_txn *t, enum sl_table tb, const void *key, size_t klen)
 {
 	return del(t, t->cat->tables[tb], (void *)key, klen);
 }
@@ -1207,7 +1207,7 @@ static int table_cb(void *ctx, const MDB_val *k, const MDB_val *v)
 	return w->fn(w->ctx, k->mv_data, k->mv_size, v->mv_data, v->mv_size);
 }
 
-int sl_cat_each(struct sl_txn *t, enum sl_table tb, const void *prefix, size_t plen,
+int sl_txn_each(struct sl_txn *t, enum sl_table tb, const void *prefix, size_t plen,
 		int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
 		void *ctx)
 {
@@ -1232,14 +1232,14 @@ static int landed_cb(void *ctx, const MDB_val *k, const MDB_val *v)
 	return w->fn(w->ctx, get_be64(k->mv_data), id);
 }
 
-int sl_cat_landed_each(struct sl_txn *t, int (*fn)(void *ctx, uint64_t seq, uint64_t id),
+int sl_txn_landed_each(struct sl_txn *t, int (*fn)(void *ctx, uint64_t seq, uint64_t id),
 		       void *ctx)
 {
 	struct landed_walk w = {fn, ctx};
 	return walk(t, t->cat->landed, NULL, 0, landed_cb, &w);
 }
 
-int sl_cat_each_rev(struct sl_txn *t, enum sl_table tb, const void *prefix, size_t plen,
+int sl_txn_each_rev(struct sl_txn *t, enum sl_table tb, const void *prefix, size_t plen,
 		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val,
 			      size_t vlen),
 		    void *ctx)
@@ -1297,12 +1297,12 @@ static int inode_cb(void *ctx, const MDB_val *k, const MDB_val *v)
 	(void)v;
 	if (k->mv_size != 8)
 		return SL_ECORRUPT;
-	if ((rc = sl_cat_inode_get(w->t, get_be64(k->mv_data), &i)))
+	if ((rc = sl_txn_inode_get(w->t, get_be64(k->mv_data), &i)))
 		return rc;
 	return w->fn(w->ctx, &i);
 }
 
-int sl_cat_inode_each(struct sl_txn *t, int (*fn)(void *ctx, const struct sl_inode *i),
+int sl_txn_inode_each(struct sl_txn *t, int (*fn)(void *ctx, const struct sl_inode *i),
 		      void *ctx)
 {
 	struct inode_walk w = {t, fn, ctx};
@@ -1328,7 +1328,7 @@ static int dirent_cb(void *ctx, const MDB_val *k, const MDB_val *v)
 	return w->fn(w->ctx, get_be64(k->mv_data), name, id);
 }
 
-int sl_cat_dirent_all(struct sl_txn *t,
+int sl_txn_dirent_all(struct sl_txn *t,
 		      int (*fn)(void *ctx, uint64_t parent, const char *name, uint64_t id),
 		      void *ctx)
 {

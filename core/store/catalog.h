@@ -2,6 +2,13 @@
 /*
  * The catalog: sluice's LMDB environment. It owns every LMDB call, the group
  * commit thread, map growth, and the table layouts (documented in catalog.c).
+ *
+ * Two prefixes, by first argument: sl_catalog_*() act on the environment
+ * (open, start, read, write, ids); sl_txn_*() on a transaction, read or
+ * write, that sl_catalog_read() or a write's apply function was given.
+ * Values a sl_txn_*_get() returns point into the map: valid until that
+ * transaction ends. sl_apply_fn runs on the commit thread: it must not wait
+ * for another commit.
  */
 #ifndef SLUICE_CORE_CATALOG_H
 #define SLUICE_CORE_CATALOG_H
@@ -155,34 +162,34 @@ void sl_catalog_set_hooks(struct sl_catalog *cat, uint64_t (*live)(void *ctx),
 			  sl_apply_fn group, void *ctx);
 
 /* Tables. Each returns 0, SL_NOTFOUND, or an error. */
-int sl_cat_inode_get(struct sl_txn *txn, uint64_t id, struct sl_inode *out);
-int sl_cat_inode_put(struct sl_txn *txn, const struct sl_inode *ino);
-int sl_cat_inode_del(struct sl_txn *txn, uint64_t id);
+int sl_txn_inode_get(struct sl_txn *txn, uint64_t id, struct sl_inode *out);
+int sl_txn_inode_put(struct sl_txn *txn, const struct sl_inode *ino);
+int sl_txn_inode_del(struct sl_txn *txn, uint64_t id);
 
-int sl_cat_dirent_get(struct sl_txn *txn, uint64_t parent, const char *name, uint64_t *id);
-int sl_cat_dirent_put(struct sl_txn *txn, uint64_t parent, const char *name, uint64_t id);
-int sl_cat_dirent_del(struct sl_txn *txn, uint64_t parent, const char *name);
+int sl_txn_dirent_get(struct sl_txn *txn, uint64_t parent, const char *name, uint64_t *id);
+int sl_txn_dirent_put(struct sl_txn *txn, uint64_t parent, const char *name, uint64_t id);
+int sl_txn_dirent_del(struct sl_txn *txn, uint64_t parent, const char *name);
 /*
  * Calls fn for each child of parent in name order, starting after `after`
  * (NULL: from the first). fn returns non-zero to stop; that value is returned.
  * name is borrowed until fn returns.
  */
-int sl_cat_dirent_each(struct sl_txn *txn, uint64_t parent, const char *after,
+int sl_txn_dirent_each(struct sl_txn *txn, uint64_t parent, const char *after,
 		       int (*fn)(void *ctx, const char *name, uint64_t id), void *ctx);
 
 /* Inline bytes of small files. *data is borrowed until the txn ends. */
-int sl_cat_data_get(struct sl_txn *txn, uint64_t id, const void **data, size_t *len);
-int sl_cat_data_put(struct sl_txn *txn, uint64_t id, const void *data, size_t len);
-int sl_cat_data_del(struct sl_txn *txn, uint64_t id);
+int sl_txn_data_get(struct sl_txn *txn, uint64_t id, const void **data, size_t *len);
+int sl_txn_data_put(struct sl_txn *txn, uint64_t id, const void *data, size_t len);
+int sl_txn_data_del(struct sl_txn *txn, uint64_t id);
 
 /* Recorded, not yet landed files (recovery lands them). */
-int sl_cat_pending_put(struct sl_txn *txn, uint64_t id);
-int sl_cat_pending_del(struct sl_txn *txn, uint64_t id);
-int sl_cat_pending_each(struct sl_txn *txn, int (*fn)(void *ctx, uint64_t id), void *ctx);
+int sl_txn_pending_put(struct sl_txn *txn, uint64_t id);
+int sl_txn_pending_del(struct sl_txn *txn, uint64_t id);
+int sl_txn_pending_each(struct sl_txn *txn, int (*fn)(void *ctx, uint64_t id), void *ctx);
 
 /* Landing order: seq -> id. */
-int sl_cat_landed_put(struct sl_txn *txn, uint64_t seq, uint64_t id);
-int sl_cat_landed_del(struct sl_txn *txn, uint64_t seq);
+int sl_txn_landed_put(struct sl_txn *txn, uint64_t seq, uint64_t id);
+int sl_txn_landed_del(struct sl_txn *txn, uint64_t seq);
 
 /*
  * Engine tables, generic: keys and values are byte strings whose layouts
@@ -199,48 +206,48 @@ enum sl_table {
 	SL_TABLE_COUNT,
 };
 
-int sl_cat_get(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen,
+int sl_txn_get(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen,
 	       const void **val, size_t *vlen);
-int sl_cat_put(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen,
+int sl_txn_put(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen,
 	       const void *val, size_t vlen);
 /*
- * sl_cat_put() for one of a run of puts in ascending key order: a key past
+ * sl_txn_put() for one of a run of puts in ascending key order: a key past
  * the table's last is appended (no search, full pages), any other is put
- * as usual. The result is the same as sl_cat_put()'s.
+ * as usual. The result is the same as sl_txn_put()'s.
  */
-int sl_cat_put_ascending(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen,
+int sl_txn_put_ascending(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen,
 			 const void *val, size_t vlen);
 /* A missing key is not an error. */
-int sl_cat_del(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen);
+int sl_txn_del(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen);
 /*
  * Calls fn for each entry whose key starts with prefix, in key order; fn
  * returns non-zero to stop, and that value is returned.
  */
-int sl_cat_each(struct sl_txn *txn, enum sl_table t, const void *prefix, size_t plen,
+int sl_txn_each(struct sl_txn *txn, enum sl_table t, const void *prefix, size_t plen,
 		int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
 		void *ctx);
 /* The same, last key first. */
-int sl_cat_each_rev(struct sl_txn *txn, enum sl_table t, const void *prefix, size_t plen,
+int sl_txn_each_rev(struct sl_txn *txn, enum sl_table t, const void *prefix, size_t plen,
 		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val,
 			      size_t vlen),
 		    void *ctx);
 /* Every inode, in id order (for `sluice check`). */
-int sl_cat_inode_each(struct sl_txn *txn, int (*fn)(void *ctx, const struct sl_inode *i),
+int sl_txn_inode_each(struct sl_txn *txn, int (*fn)(void *ctx, const struct sl_inode *i),
 		      void *ctx);
 /* Every dirent of every folder (for `sluice check`). */
-int sl_cat_dirent_all(struct sl_txn *txn,
+int sl_txn_dirent_all(struct sl_txn *txn,
 		      int (*fn)(void *ctx, uint64_t parent, const char *name, uint64_t id),
 		      void *ctx);
 /* Landing order, for building a new query's index: fn(ctx, seq, id). */
-int sl_cat_landed_each(struct sl_txn *txn, int (*fn)(void *ctx, uint64_t seq, uint64_t id),
+int sl_txn_landed_each(struct sl_txn *txn, int (*fn)(void *ctx, uint64_t seq, uint64_t id),
 		       void *ctx);
 
 /* Named counters and settings. A missing key reads as 0. */
-int sl_cat_meta_get(struct sl_txn *txn, const char *key, uint64_t *val);
-int sl_cat_meta_put(struct sl_txn *txn, const char *key, uint64_t val);
-int sl_cat_meta_add(struct sl_txn *txn, const char *key, int64_t delta);
+int sl_txn_meta_get(struct sl_txn *txn, const char *key, uint64_t *val);
+int sl_txn_meta_put(struct sl_txn *txn, const char *key, uint64_t val);
+int sl_txn_meta_add(struct sl_txn *txn, const char *key, int64_t delta);
 /* Calls fn for each meta key starting with prefix. */
-int sl_cat_meta_each(struct sl_txn *txn, const char *prefix,
+int sl_txn_meta_each(struct sl_txn *txn, const char *prefix,
 		     int (*fn)(void *ctx, const char *key, uint64_t val), void *ctx);
 
 #endif

@@ -29,11 +29,11 @@ struct put_arg {
 static int put_file(struct sl_txn *t, void *arg)
 {
 	struct put_arg *p = arg;
-	int rc = sl_cat_inode_put(t, &p->ino);
+	int rc = sl_txn_inode_put(t, &p->ino);
 	if (rc == 0)
-		rc = sl_cat_dirent_put(t, p->ino.parent, p->ino.name, p->ino.id);
+		rc = sl_txn_dirent_put(t, p->ino.parent, p->ino.name, p->ino.id);
 	if (rc == 0 && p->data)
-		rc = sl_cat_data_put(t, p->ino.id, p->data, strlen(p->data));
+		rc = sl_txn_data_put(t, p->ino.id, p->data, strlen(p->data));
 	return rc;
 }
 
@@ -62,15 +62,15 @@ static void test_inode_roundtrip(void)
 	strcpy(p.ino.name, "caf\xc3\xa9 \t x.json");
 	CHECK_OK(sl_catalog_write(cat, put_file, &p));
 	CHECK_OK(sl_catalog_read(cat, &t));
-	CHECK_OK(sl_cat_dirent_get(t, SL_ID_IN, "caf\xc3\xa9 \t x.json", &id));
+	CHECK_OK(sl_txn_dirent_get(t, SL_ID_IN, "caf\xc3\xa9 \t x.json", &id));
 	CHECK(id == 5000);
-	CHECK_OK(sl_cat_inode_get(t, id, &got));
+	CHECK_OK(sl_txn_inode_get(t, id, &got));
 	CHECK(got.mode == 0100640 && got.uid == 1001 && got.gid == 1002);
 	CHECK(got.mtime_ns == 1790000000123456789ll && got.size == 5 && got.seq == 7);
 	CHECK(!strcmp(got.name, p.ino.name) && got.parent == SL_ID_IN);
-	CHECK_OK(sl_cat_data_get(t, id, &d, &len));
+	CHECK_OK(sl_txn_data_get(t, id, &d, &len));
 	CHECK(len == 5 && !memcmp(d, "hello", 5));
-	CHECK(sl_cat_dirent_get(t, SL_ID_IN, "other", &id) == SL_NOTFOUND);
+	CHECK(sl_txn_dirent_get(t, SL_ID_IN, "other", &id) == SL_NOTFOUND);
 	sl_txn_end(t);
 	sl_catalog_close(cat);
 }
@@ -108,10 +108,10 @@ static void test_dirent_order_and_scope(void)
 	strcpy(q.ino.name, "z");
 	CHECK_OK(sl_catalog_write(cat, put_file, &q));
 	CHECK_OK(sl_catalog_read(cat, &t));
-	CHECK_OK(sl_cat_dirent_each(t, 9000, NULL, collect_names, names));
+	CHECK_OK(sl_txn_dirent_each(t, 9000, NULL, collect_names, names));
 	CHECK(!strcmp(names, "a,b,c,"));
 	names[0] = 0;
-	CHECK_OK(sl_cat_dirent_each(t, 9000, "a", collect_names, names));
+	CHECK_OK(sl_txn_dirent_each(t, 9000, "a", collect_names, names));
 	CHECK(!strcmp(names, "b,c,"));
 	sl_txn_end(t);
 	sl_catalog_close(cat);
@@ -120,14 +120,14 @@ static void test_dirent_order_and_scope(void)
 static int fail_einval(struct sl_txn *t, void *arg)
 {
 	(void)arg;
-	sl_cat_meta_put(t, "poison", 1); /* written, then dropped with the request */
+	sl_txn_meta_put(t, "poison", 1); /* written, then dropped with the request */
 	return EINVAL;
 }
 
 static int bump(struct sl_txn *t, void *arg)
 {
 	(void)arg;
-	return sl_cat_meta_add(t, "count", 1);
+	return sl_txn_meta_add(t, "count", 1);
 }
 
 struct writer {
@@ -169,8 +169,8 @@ static void test_group_commit(void)
 	}
 	uint64_t commits = sl_catalog_commits(cat) - before;
 	CHECK_OK(sl_catalog_read(cat, &t));
-	CHECK_OK(sl_cat_meta_get(t, "count", &count));
-	CHECK_OK(sl_cat_meta_get(t, "poison", &poison));
+	CHECK_OK(sl_txn_meta_get(t, "count", &count));
+	CHECK_OK(sl_txn_meta_get(t, "poison", &poison));
 	sl_txn_end(t);
 	CHECK(count == 800);
 	CHECK(poison == 0);
@@ -183,7 +183,7 @@ static int put_big(struct sl_txn *t, void *arg)
 {
 	uint64_t *id = arg;
 	static char blob[1 << 20];
-	return sl_cat_data_put(t, *id, blob, sizeof(blob));
+	return sl_txn_data_put(t, *id, blob, sizeof(blob));
 }
 
 static void test_map_grows(void)
@@ -201,7 +201,7 @@ static void test_map_grows(void)
 	CHECK_OK(sl_catalog_read(cat, &t));
 	const void *d;
 	size_t len;
-	CHECK_OK(sl_cat_data_get(t, 100, &d, &len));
+	CHECK_OK(sl_txn_data_get(t, 100, &d, &len));
 	CHECK(len == 1 << 20);
 	sl_txn_end(t);
 	sl_catalog_close(cat);
@@ -218,7 +218,7 @@ static int put_many(struct sl_txn *t, void *arg)
 
 	++*runs;
 	for (uint64_t id = 1; id <= 96 && rc == 0; id++)
-		rc = sl_cat_data_put(t, id, blob, sizeof(blob));
+		rc = sl_txn_data_put(t, id, blob, sizeof(blob));
 	return rc;
 }
 
@@ -276,7 +276,7 @@ static int put_sized(struct sl_txn *t, void *arg)
 {
 	struct areq *a = arg;
 	static char bytes[1 << 20];
-	return sl_cat_data_put(t, 7 + a->size / (1 << 20), bytes, a->size);
+	return sl_txn_data_put(t, 7 + a->size / (1 << 20), bytes, a->size);
 }
 
 /*
@@ -318,8 +318,8 @@ static void test_failed_write_spares_the_group(void)
 	CHECK(big.rc != 0);
 	CHECK(small.rc == 0);
 	CHECK_OK(sl_catalog_read(cat, &t));
-	CHECK(sl_cat_data_get(t, 7, &d, &len) == 0 && len == 5);
-	CHECK(sl_cat_data_get(t, 8, &d, &len) == SL_NOTFOUND);
+	CHECK(sl_txn_data_get(t, 7, &d, &len) == 0 && len == 5);
+	CHECK(sl_txn_data_get(t, 8, &d, &len) == SL_NOTFOUND);
 	sl_txn_end(t);
 	/* with room again, the big one commits */
 	CHECK_OK(sl_catalog_write(cat, put_sized, &big));

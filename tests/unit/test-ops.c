@@ -391,7 +391,7 @@ static uint64_t entries(struct sl_txn *t, char op)
 	unsigned char prefix[5] = {QID >> 24, (QID >> 16) & 0xff, (QID >> 8) & 0xff, QID & 0xff,
 				   (unsigned char)op};
 	uint64_t n = 0;
-	if (sl_cat_each(t, SL_TABLE_QSTATE, prefix, 5, count_cb, &n))
+	if (sl_txn_each(t, SL_TABLE_QSTATE, prefix, 5, count_cb, &n))
 		return UINT64_MAX;
 	return n;
 }
@@ -442,7 +442,7 @@ static uint64_t state_digest(struct fx *f)
 
 	if (!f->cat || sl_catalog_read(f->cat, &t))
 		return 0;
-	if (sl_cat_each(t, SL_TABLE_QSTATE, prefix, 4, digest_cb, &h))
+	if (sl_txn_each(t, SL_TABLE_QSTATE, prefix, 4, digest_cb, &h))
 		h = 0;
 	for (size_t i = 0; i < 2; i++) {
 		struct sl_state_space sp = {.qid = QID, .op = ops[i]};

@@ -118,9 +118,9 @@ static int land_apply(struct sl_txn *t, void *arg)
 	int rc;
 
 	snprintf(f.name, sizeof(f.name), "%s", a->name);
-	if ((rc = sl_cat_inode_put(t, &d)) || (rc = sl_cat_dirent_put(t, SL_ID_IN, "dev", DEV_ID)) ||
-	    (rc = sl_cat_inode_put(t, &f)) || (rc = sl_cat_dirent_put(t, DEV_ID, f.name, f.id)) ||
-	    (rc = sl_cat_landed_put(t, a->seq, a->id)))
+	if ((rc = sl_txn_inode_put(t, &d)) || (rc = sl_txn_dirent_put(t, SL_ID_IN, "dev", DEV_ID)) ||
+	    (rc = sl_txn_inode_put(t, &f)) || (rc = sl_txn_dirent_put(t, DEV_ID, f.name, f.id)) ||
+	    (rc = sl_txn_landed_put(t, a->seq, a->id)))
 		return rc;
 	return sl_qindex_landed(a->src, t, &f);
 }
