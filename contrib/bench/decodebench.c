@@ -16,8 +16,8 @@
  *   mode=M rows=N malformed=N sum_amount=N sum_time=N str_bytes=N elapsed_s=S
  *
  * Build (see contrib/bench/run):
- *   cc -O2 -I core -I BUILD -o decodebench decodebench.c \
- *      BUILD/core/libsluice-core.a -llmdb -ljansson -lzstd -lpthread
+ *   cc -O2 -I core/<each layer> -I BUILD -o decodebench decodebench.c \
+ *      BUILD/core/libsluice-<each layer, top first>.a -llmdb -ljansson -lzstd -lpthread
  */
 #include <errno.h>
 #include <fcntl.h>
