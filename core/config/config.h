@@ -3,7 +3,9 @@
  * Query configuration: the typed form of DATA_DIR/sluice.json, and the pure
  * parsers behind it (durations, sizes, Spark DDL schemas, query names, path
  * patterns and their overlap, option value coercion). No jansson here:
- * core/json.c walks the JSON tree and builds a config with these helpers.
+ * config/load.c walks the JSON tree (jansson) and builds a config with these
+ * helpers. A struct sl_config is new from sl_config_load()/parse() and freed
+ * with sl_config_free(); every pointer into it is borrowed until then.
  *
  * Exception to the opaque-type rule (STYLE §2): the structs below are public
  * because the engine (planning, decoding, operators, sink, triggers) reads

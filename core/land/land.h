@@ -6,6 +6,10 @@
  * catalog. This module carries out DESIGN's landing rules: when a file lands,
  * what is durable when, and which operations a landed file refuses.
  *
+ * Ownership: sl_land_open() returns a new handle (sl_land_close() frees it,
+ * landing what is recorded); each create/open returns a new struct
+ * sl_handle, freed by sl_land_release(); attributes are copied out.
+ *
  * Thread rules: every function may be called from any thread.
  */
 #ifndef SLUICE_CORE_LAND_H

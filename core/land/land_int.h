@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals shared by the land*.c files; never included outside core/. */
+/* Internals shared by the files of core/land/; never included outside it. */
 #ifndef SLUICE_CORE_LAND_INT_H
 #define SLUICE_CORE_LAND_INT_H
 

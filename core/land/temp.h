@@ -2,7 +2,8 @@
 /*
  * Temp patterns: a path is temporary when any component matches one of the
  * globs (fnmatch(3), a leading dot matched by "*" too). The default list covers rsync, gio, vim,
- * emacs, browsers, WinSCP and Hadoop clients.
+ * emacs, browsers, WinSCP, Hadoop clients and sed -i. A struct sl_temp is
+ * new from sl_temp_new() and freed with sl_temp_free().
  */
 #ifndef SLUICE_CORE_TEMP_H
 #define SLUICE_CORE_TEMP_H

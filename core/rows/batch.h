@@ -2,7 +2,9 @@
 /*
  * A batch: the rows of one micro-batch, column by column, typed by a schema
  * (source rows after decoding, or output rows before the sink). Buffers are
- * kept across sl_batch_clear() so that batches reuse their memory.
+ * kept across sl_batch_clear() so that batches reuse their memory. A batch
+ * is a struct the caller embeds (sl_batch_init/sl_batch_release); the
+ * strings a cell points at live in the batch's arena until it is cleared.
  */
 #ifndef SLUICE_CORE_BATCH_H
 #define SLUICE_CORE_BATCH_H

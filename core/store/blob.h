@@ -2,8 +2,10 @@
 /*
  * Blobs: file bytes by id under DATA_DIR/blobs/XX/<id as 16 hex digits>,
  * XX being the id's low byte. Larger landed inputs, staged uploads and
- * (later) output parts. A blob becomes visible only through the catalog
- * record that names it; its fanout folder is fsynced before that commit.
+ * output parts. A blob becomes visible only through the catalog record that
+ * names it; its fanout folder is fsynced before that commit. The blobs
+ * handle owns the folder descriptors; an fd a function returns is the
+ * caller's to close.
  */
 #ifndef SLUICE_CORE_BLOB_H
 #define SLUICE_CORE_BLOB_H
