@@ -179,6 +179,7 @@ struct member {
 	bool join;         /* becomes final, flushed: recorded by the rename */
 	bool cancel;       /* becomes temporary: its record goes */
 	bool sealed;       /* released: sealed by the rename */
+	bool cancel_after; /* poisoned while it was recorded: cancel the record */
 };
 
 struct move {
@@ -351,6 +352,11 @@ static void moved_locked(struct sl_land *l, struct move *mv, struct node ***pub,
 		}
 		if (!m->join)
 			continue;
+		if (!mv->land && atomic_load(&n->poison)) {
+			/* a write failed meanwhile: it never lands, its record goes */
+			m->cancel_after = true;
+			continue;
+		}
 		pthread_mutex_lock(&n->dmu);
 		n->recorded = true;
 		if (m->version > n->rec_version)
@@ -437,6 +443,15 @@ int land_rename_dir(struct sl_land *l, uint64_t id, uint64_t parent, const char 
 	pthread_mutex_unlock(&l->mu);
 	for (size_t k = 0; k < ndead; k++)
 		land_free_node(l, dead[k]);
+	for (size_t k = 0; rc == 0 && k < mv.n; k++) {
+		uint64_t id = mv.m[k].n->id;
+		int crc;
+		/* the rename itself is done: a failed cancel is logged, not returned */
+		if (mv.m[k].cancel_after &&
+		    (crc = sl_catalog_write(l->cat, land_cancel_apply, &id)))
+			sl_log(SL_LOG_ERR, "cannot cancel the record of '%s': %s (it may land at "
+			       "the next start)", mv.m[k].n->name, sl_strerror(crc));
+	}
 	if (npub)
 		land_publish(l, pub, npub);
 	if (rc == 0 && mv.land && mv.n && l->on_land)
