@@ -41,19 +41,41 @@ static void usage(FILE *f)
 		"is closed at its final name, durably, and is immutable from then on), and\n"
 		"status/landing.json counts landings. Unmount with 'fusermount3 -u MOUNTPOINT'.\n"
 		"\n"
-		"  -f            stay in the foreground (log to stderr)\n"
+		"  -f, --foreground  stay in the foreground (log to stderr)\n"
 		"  -d            trace FUSE requests (implies -f)\n"
+		"  -o land=close   a file lands at its last close at a final name, or at\n"
+		"                its rename to one (the default)\n"
 		"  -o land=rename  strict mode: creating a final name directly is refused\n"
 		"                (EPERM); only a rename of a temporary file lands\n"
 		"  -o temp=GLOB[:GLOB...]  replace the temporary-name patterns (default\n"
 		"                '%s')\n"
-		"  -o OPT        any other option goes to libfuse (allow_other, ...)\n"
+		"  -o OPT        any other option goes to libfuse (allow_other, ...);\n"
+		"                mounts are nosuid,nodev unless -o suid or -o dev\n"
 		"\n"
-		"As mount.sluice (fstab: 'DATA_DIR MOUNTPOINT sluice defaults 0 0') it also\n"
-		"accepts mount(8)'s -s -n -v (ignored) and -f (check, don't mount).\n"
+		"For /etc/fstab, see 'mount.sluice --help'.\n"
 		"Exit codes: 0 ok, 1 runtime failure, 2 misuse, 3 data dir in use,\n"
 		"4 not a sluice data dir or invalid config.\n",
 		SL_TEMP_DEFAULT);
+}
+
+static void helper_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: mount.sluice DATA_DIR MOUNTPOINT [-sfnvr] [-o OPT[,OPT...]] [-t TYPE] [-N NS]\n"
+		"\n"
+		"The mount(8) helper for /etc/fstab: 'DATA_DIR MOUNTPOINT sluice defaults 0 0'.\n"
+		"Mounts like 'sluice mount' and returns once the mount answers.\n"
+		"\n"
+		"  -f            check DATA_DIR and the options, don't mount (mount -f)\n"
+		"  -s -n -v -r   accepted from mount(8), ignored\n"
+		"  -t TYPE, -N NS  accepted from mount(8), ignored\n"
+		"  -o OPT        sluice's options (land=close, land=rename, temp=GLOB[:GLOB...]);\n"
+		"                fstab's own (auto, noauto, nofail, user, users, nouser, _netdev,\n"
+		"                defaults, x-*, comment=*) are dropped; the rest goes to libfuse,\n"
+		"                which refuses what it does not know\n"
+		"\n"
+		"Exit codes: 0 ok, 1 runtime failure, 2 misuse, 3 data dir in use,\n"
+		"4 not a sluice data dir or invalid config.\n");
 }
 
 static bool helper_drops(const char *o)
@@ -311,7 +333,7 @@ int cmd_mount_helper(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage(stdout);
+			helper_usage(stdout);
 			return SL_EXIT_OK;
 		}
 		if (!strcmp(a, "-o") || !strcmp(a, "-t") || !strcmp(a, "-N")) {

@@ -23,7 +23,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: sluice <command> [options]\n\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n'sluice <command> --help' describes a command.\n"
+	fprintf(f, "\n'sluice <command> --help' describes a command; 'sluice --version' prints\n"
+		   "the version.\n"
 		   "Exit codes: 0 ok, 1 runtime failure, 2 misuse, 3 data dir in use,\n"
 		   "4 not a sluice data dir or invalid config.\n");
 }
