@@ -28,6 +28,7 @@
 #include "err.h"
 #include "fs.h"
 #include "render.h"
+#include "trigger.h"
 #include "land.h"
 #include "log.h"
 #include "view.h"

@@ -1,14 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The engine: Spark Structured Streaming's micro-batch protocol over each
- * query's index. Per batch N of a query:
- *   1. plan from the index (landing order, caps, age), and in one durable
- *      transaction write batch N's record, offsets/N and sources/0/K;
- *   2. read and decode the planned files, format the output parts, write
- *      the large ones to new blobs and fsync them;
- *   3. one transaction: the parts' names under out/<query>/, commits/N, the
- *      files released from the query's hold, the next batch id.
- * A batch with offsets and no commit re-runs over exactly its logged files.
+ * The engine: Spark Structured Streaming's micro-batch protocol, over a
+ * query's source and sink contracts (core/sources/source.h,
+ * core/sinks/sink_ops.h). Per batch N of a query:
+ *   1. plan (plan.c): the source's latest offset under its admission limit
+ *      and, in one durable transaction, the source's log of the range and
+ *      offsets/N;
+ *   2. read the range's partitions (the source), run the operators, let
+ *      the sink stage its output (engine.c);
+ *   3. one transaction (commit.c): the sink's output made visible, the
+ *      range released by the source, commits/N, the progress report, the
+ *      next batch id.
+ * A batch with offsets and no commit re-runs over exactly its logged range.
+ * Defined in engine.c (running queries) and ckpt.c (reading the checkpoint
+ * log); the mount's threads are trigger.h's. Pointers passed in are
+ * borrowed for the call; nothing returned needs freeing except as stated.
  */
 #ifndef SLUICE_CORE_ENGINE_H
 #define SLUICE_CORE_ENGINE_H
@@ -16,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
 
 struct sl_config;
 struct sl_land;
@@ -70,20 +77,9 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 			const struct sl_engine_limits *lim, struct sl_engine_report *r);
 
 /*
- * The engine inside a mount: one thread per query, woken by landings
- * (sl_engine_wake, installed with sl_land_set_wakeup) or its trigger's
- * timer. cfg is borrowed until sl_engine_stop().
- */
-struct sl_engine;
-int sl_engine_start(struct sl_land *l, const struct sl_config *cfg, struct sl_engine **out);
-/* Stops the threads after their current batch. NULL ok. */
-void sl_engine_stop(struct sl_engine *e);
-/* Wakes every event-driven query: a file landed. ctx is the engine. */
-void sl_engine_wake(void *ctx);
-
-/*
  * Rendered checkpoint files, as Spark lays them out (no trailing newline).
- * kind: 'o' offsets/N, 'c' commits/N, 's' sources/0/N, 'm' metadata (n 0).
+ * kind: 'o' offsets/N, 'c' commits/N, 's' sources/0/N, 'm' metadata (n 0),
+ * 'p' progress report N, 'e' lastError (n 0); keys in core/sources/qlog.h.
  * *data is borrowed until the txn ends.
  */
 int sl_engine_checkpoint_get(struct sl_txn *t, uint32_t qid, char kind, uint64_t n,

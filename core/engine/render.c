@@ -153,12 +153,13 @@ int sl_render_progress(const struct sl_progress *p, char **out, size_t *len)
 	}
 	json_object_set_new(o, "stateOperators", ops);
 	json_object_set_new(src, "description", json_string(p->source_desc));
-	json_t *start = json_null(), *end = json_object();
-	if (p->has_start) {
-		start = json_object();
-		json_object_set_new(start, "logOffset", json_integer((json_int_t)p->start));
-	}
-	json_object_set_new(end, "logOffset", json_integer((json_int_t)p->end));
+	json_t *start = p->start_offset && p->start_offset[0]
+				? json_loads(p->start_offset, JSON_DECODE_ANY, NULL) : NULL;
+	json_t *end = p->end_offset ? json_loads(p->end_offset, JSON_DECODE_ANY, NULL) : NULL;
+	if (!start)
+		start = json_null();
+	if (!end)
+		end = json_null();
 	json_object_set_new(src, "startOffset", start);
 	json_object_set_new(src, "endOffset", end);
 	json_object_set_new(src, "latestOffset", json_null());

@@ -28,8 +28,8 @@ struct sl_progress {
 	double input_rows_per_s, processed_rows_per_s;
 	/* durationMs: each phase >= 0, and together at most ms_trigger */
 	int64_t ms_latest_offset, ms_wal_commit, ms_add_batch, ms_commit_offsets, ms_trigger;
-	bool has_start;             /* startOffset is {"logOffset":start}, else null */
-	uint64_t start, end;        /* source log offsets */
+	const char *start_offset;   /* startOffset: the source's JSON text; NULL or "": null */
+	const char *end_offset;     /* endOffset: the source's JSON text (offsets/N's) */
 	const char *source_desc;    /* FileStreamSource[in/<path>] */
 	const char *sink_desc;      /* FileSink[out/<query>] */
 	uint64_t num_output_rows;

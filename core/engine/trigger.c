@@ -16,6 +16,7 @@
 #include "catalog.h"
 #include "config.h"
 #include "engine.h"
+#include "trigger.h"
 #include "err.h"
 #include "land.h"
 #include "log.h"

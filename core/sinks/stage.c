@@ -11,7 +11,7 @@
 #include "catalog.h"
 #include "codec.h"
 #include "fault.h"
-#include "land.h"
+#include "land.h" /* SL_INLINE_MAX only: the stage is given the catalog and blobs */
 #include "sink.h"
 #include "stage.h"
 #include "strbuf.h"
@@ -37,7 +37,7 @@ static int write_all(int fd, const void *p, size_t len, off_t off)
 }
 
 /* Makes a written blob durable: its bytes, then its name. Closes fd. */
-static int sync_blob(struct sl_land *l, uint64_t id, int fd, int rc)
+static int sync_blob(struct sl_blobs *blobs, uint64_t id, int fd, int rc)
 {
 	SL_FAULT("engine.before_part_fsync");
 	if (rc == 0)
@@ -46,25 +46,25 @@ static int sync_blob(struct sl_land *l, uint64_t id, int fd, int rc)
 		rc = errno;
 	close(fd);
 	if (rc == 0)
-		rc = sl_blob_sync_name(sl_land_blobs(l), id);
+		rc = sl_blob_sync_name(blobs, id);
 	return rc;
 }
 
 /* Writes len bytes as the new blob id, durably. */
-static int write_blob(struct sl_land *l, uint64_t id, const void *data, size_t len)
+static int write_blob(struct sl_blobs *blobs, uint64_t id, const void *data, size_t len)
 {
 	int fd, rc;
 
-	if ((rc = sl_blob_create(sl_land_blobs(l), id, &fd)))
+	if ((rc = sl_blob_create(blobs, id, &fd)))
 		return rc;
 	rc = SL_FAULT_ERR("blob.write");
 	if (rc == 0)
 		rc = write_all(fd, data, len, 0);
-	return sync_blob(l, id, fd, rc);
+	return sync_blob(blobs, id, fd, rc);
 }
 
 /* Keeps the bytes of a small part for the commit, else writes them to its blob. */
-static int place(struct sl_land *l, struct sl_out_part *op, void **data, size_t len)
+static int place(struct sl_blobs *blobs, struct sl_out_part *op, void **data, size_t len)
 {
 	op->len = len;
 	if (len <= SL_INLINE_MAX) {
@@ -72,7 +72,7 @@ static int place(struct sl_land *l, struct sl_out_part *op, void **data, size_t 
 		*data = NULL;
 		return 0;
 	}
-	return write_blob(l, op->id, *data, len);
+	return write_blob(blobs, op->id, *data, len);
 }
 
 static void spent(struct sl_stage *s)
@@ -85,7 +85,7 @@ static void spent(struct sl_stage *s)
 /* With partitionBy: every part formatted at once, ids taken as folders appear. */
 static int stage_whole(struct sl_stage *s)
 {
-	struct sl_catalog *cat = sl_land_catalog(s->l);
+	struct sl_catalog *cat = s->cat;
 	struct sl_part *parts = NULL;
 	size_t nparts = 0;
 	int rc;
@@ -120,7 +120,7 @@ static int stage_whole(struct sl_stage *s)
 		if (rc == 0)
 			rc = sl_catalog_next_id(cat, &op->id);
 		if (rc == 0)
-			rc = place(s->l, op, &parts[i].data, parts[i].len);
+			rc = place(s->blobs, op, &parts[i].data, parts[i].len);
 		free(parts[i].data); /* in its blob now: not held through the commit */
 		parts[i].data = NULL;
 	}
@@ -168,7 +168,7 @@ static int stage_streamed(struct sl_stage *s, struct sl_out_part *op)
 				buf.p = z;
 				buf.len = len;
 			}
-			rc = place(s->l, op, (void **)&buf.p, buf.len);
+			rc = place(s->blobs, op, (void **)&buf.p, buf.len);
 			break;
 		}
 		bytes = buf.p;
@@ -178,7 +178,7 @@ static int stage_streamed(struct sl_stage *s, struct sl_out_part *op)
 			break;
 		}
 		if (fd < 0) {
-			if ((rc = sl_blob_create(sl_land_blobs(s->l), op->id, &fd)))
+			if ((rc = sl_blob_create(s->blobs, op->id, &fd)))
 				break;
 			rc = SL_FAULT_ERR("blob.write");
 		}
@@ -195,9 +195,9 @@ static int stage_streamed(struct sl_stage *s, struct sl_out_part *op)
 			ssize_t got = op->data ? pread(fd, op->data, total, 0) : -1;
 			rc = !op->data ? ENOMEM : got == (ssize_t)total ? 0 : got < 0 ? errno : EIO;
 			close(fd);
-			sl_blob_unlink(sl_land_blobs(s->l), op->id);
+			sl_blob_unlink(s->blobs, op->id);
 		} else {
-			rc = sync_blob(s->l, op->id, fd, rc);
+			rc = sync_blob(s->blobs, op->id, fd, rc);
 		}
 	}
 	sl_codec_writer_free(zw);
@@ -244,7 +244,7 @@ int sl_stage_start(struct sl_stage *s)
 	if (rc == 0)
 		rc = sl_sink_part_name(s->out[0].name, sizeof(s->out[0].name), s->q, s->batch, 0);
 	if (rc == 0)
-		rc = sl_catalog_next_id(sl_land_catalog(s->l), &s->out[0].id);
+		rc = sl_catalog_next_id(s->cat, &s->out[0].id);
 	if (rc == 0 && pthread_create(&s->thread, NULL, stage_main, s) == 0) {
 		s->threaded = true;
 		return 0;
@@ -272,7 +272,7 @@ void sl_stage_end(struct sl_stage *s, bool committed)
 	s->threaded = false;
 	for (size_t i = 0; i < s->nparts; i++) {
 		if (!committed && !s->out[i].data && s->out[i].id)
-			sl_blob_unlink(sl_land_blobs(s->l), s->out[i].id);
+			sl_blob_unlink(s->blobs, s->out[i].id);
 		free(s->out[i].data);
 	}
 	free(s->out);

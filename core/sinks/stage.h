@@ -23,7 +23,8 @@
 #include "batch.h"
 #include "config.h"
 
-struct sl_land;
+struct sl_blobs;
+struct sl_catalog;
 
 /* One part, ready to be named by the commit. */
 struct sl_out_part {
@@ -39,7 +40,8 @@ struct sl_out_part {
 
 struct sl_stage {
 	/* set by the caller */
-	struct sl_land *l;
+	struct sl_catalog *cat;  /* ids for parts and folders; borrowed */
+	struct sl_blobs *blobs;   /* where big parts are written; borrowed */
 	const struct sl_query_config *q;
 	uint64_t batch;
 	const struct sl_batch *rows; /* the output rows, read until formatted */

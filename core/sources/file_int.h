@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The file source's state, shared by its planning (file.c) and its reading
+ * (file_read.c). Never included outside core/sources/.
+ */
+#ifndef SLUICE_CORE_FILE_INT_H
+#define SLUICE_CORE_FILE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batch.h"
+#include "decode.h"
+#include "source.h"
+
+/* A file of the batch (or skipped by its planning). */
+struct planned {
+	uint64_t id, seq, size;
+	int64_t landed_ms;  /* the file's landing time, for sources/0/K */
+	int64_t clock_us;   /* its age clock (landing time or mtime) */
+	bool seen;          /* skipped: its seen-set key was seen (else: too old) */
+	char path[4096];    /* in/-relative */
+};
+
+/*
+ * A big file is decoded in two halves on two threads (split at a line
+ * end): the second half's decoder, rows and counters, kept between batches.
+ */
+struct half {
+	struct sl_decoder *dec;
+	struct sl_batch b;
+	struct sl_decode_stats st;
+	struct sl_decode_error err;
+	bool ready;
+	/* the job */
+	const char *path, *data;
+	size_t len;
+	int rc;
+};
+
+struct sl_source {
+	struct sl_land *l;
+	const struct sl_query_config *q;
+	uint32_t qid;
+	uint64_t seq_limit;      /* availableNow: what landed at start */
+	bool ignore_caps;        /* trigger once: one batch takes everything */
+	bool started;            /* commit() ran once (at start) */
+	struct sl_decoder *dec;  /* decoding's first thread (the query's) */
+	struct half half;        /* decoding's second thread */
+	/* the batch: reset by each planning or replay */
+	uint64_t k;              /* its sources/0/K */
+	struct planned *files;   /* its files, in order (partition i is files[i]) */
+	size_t n, cap;
+	/* scratch for the index walk; skips are counted in the catalog (sl_qindex_skip) */
+	struct planned *skip;
+	size_t nskip, capskip;
+	uint64_t total_bytes, maxts;
+	struct sl_txn *t;        /* the planning txn, during the index walk */
+	int rc;
+};
+
+/* Reads and decodes file part of the batch (file_read.c); see sl_source_ops.read. */
+int sl_file_read(struct sl_source *s, size_t part, struct sl_batch *b,
+		 struct sl_decode_stats *st, char *err, size_t errlen);
+
+/* Frees the second decoding thread's decoder and rows. */
+void sl_file_half_release(struct half *h);
+
+#endif

@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The file source's reading: a landed file's bytes (inline, or a blob
+ * mapped), decoded on two cores when big, a .zst decompressed on one
+ * thread while the other decodes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blob.h"
+#include "catalog.h"
+#include "codec.h"
+#include "config.h"
+#include "err.h"
+#include "fault.h"
+#include "file_int.h"
+#include "land.h"
+
+#define ZST_LIMIT (4ull << 30) /* a compressed input may expand to 4 GiB */
+#define SPLIT_MIN (16u << 20)  /* files this big are decoded on both cores */
+
+/*
+ * A landed file's bytes: inline ones copied (*mapped false, free()), a
+ * blob mapped read-only (*mapped true, munmap()): landed blobs never change,
+ * and a mapping costs no copy and no resident memory of its own.
+ */
+static int read_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len, bool *mapped)
+{
+	struct sl_txn *t;
+	struct sl_inode i;
+	int rc;
+
+	if ((rc = sl_catalog_read(sl_land_catalog(l), &t)))
+		return rc;
+	rc = sl_txn_inode_get(t, id, &i);
+	if (rc == 0 && i.storage == SL_STORE_INLINE) {
+		const void *d;
+		size_t n;
+		rc = sl_txn_data_get(t, id, &d, &n);
+		if (rc == 0 && !(*data = malloc(n ? n : 1)))
+			rc = ENOMEM;
+		if (rc == 0) {
+			memcpy(*data, d, n);
+			*len = n;
+		}
+		sl_txn_end(t);
+		return rc;
+	}
+	sl_txn_end(t);
+	if (rc)
+		return rc;
+	int fd;
+	if ((rc = sl_blob_open(sl_land_blobs(l), id, O_RDONLY, &fd)))
+		return rc;
+	struct stat sb;
+	if (i.size > 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= i.size) {
+		void *m = mmap(NULL, i.size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m != MAP_FAILED) {
+			close(fd);
+			/* read ahead at once: the disk works while the decoders do */
+			madvise(m, i.size, MADV_WILLNEED);
+			*data = m;
+			*len = i.size;
+			*mapped = true;
+			return 0;
+		}
+	}
+	char *buf = malloc(i.size ? i.size : 1);
+	size_t got = 0;
+	if (!buf)
+		rc = ENOMEM;
+	while (rc == 0 && got < i.size) {
+		ssize_t r = pread(fd, buf + got, i.size - got, (off_t)got);
+		if (r < 0)
+			rc = errno;
+		else if (r == 0)
+			rc = SL_ECORRUPT; /* shorter than its record */
+		else
+			got += (size_t)r;
+	}
+	close(fd);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*data = buf;
+	*len = i.size;
+	return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+static void *decode_half(void *arg)
+{
+	struct half *h = arg;
+	h->rc = sl_decode_file(h->dec, h->path, h->data, h->len, &h->b, &h->st, &h->err);
+	return NULL;
+}
+
+/* The second decoder, ready for a job on path (made at its first use). */
+static int half_prepare(struct sl_source *p, const char *path)
+{
+	const struct sl_query_config *q = p->q;
+	struct half *h = &p->half;
+	int rc;
+
+	if (!h->ready) {
+		if ((rc = sl_decoder_new(q, &h->dec)))
+			return rc;
+		if ((rc = sl_batch_init(&h->b, &q->source.schema))) {
+			sl_decoder_free(h->dec);
+			return rc;
+		}
+		if ((rc = sl_decode_stats_init(&h->st, q->source.schema.n))) {
+			sl_batch_release(&h->b);
+			sl_decoder_free(h->dec);
+			return rc;
+		}
+		h->ready = true;
+	}
+	sl_batch_clear(&h->b);
+	sl_decode_stats_reset(&h->st);
+	memset(&h->err, 0, sizeof(h->err));
+	h->path = path;
+	h->rc = 0;
+	return 0;
+}
+
+/* Line ends in data[0, end): a FAILFAST line found past end is numbered after them. */
+static uint64_t lines_before(const char *data, size_t end)
+{
+	uint64_t n = 0;
+	for (const char *c = data; (c = memchr(c, '\n', (size_t)(data + end - c))); c++)
+		n++;
+	return n;
+}
+
+/*
+ * After the second decoder did data[cut, ...) (this thread the part before,
+ * with result rc): its rows appended after this thread's, its counters
+ * added, its FAILFAST line numbered in the whole file.
+ */
+static int join_half(struct half *h, const char *data, size_t cut, int rc, struct sl_batch *b,
+		     struct sl_decode_stats *st, struct sl_decode_error *derr)
+{
+	if (rc == 0 && h->rc == SL_EMALFORMED) {
+		*derr = h->err;
+		derr->line += lines_before(data, cut);
+	}
+	if (rc == 0)
+		rc = h->rc;
+	if (rc == 0) {
+		rc = sl_batch_append(b, &h->b);
+		st->lines += h->st.lines;
+		st->rows += h->st.rows;
+		st->malformed += h->st.malformed;
+		st->dropped += h->st.dropped;
+		for (size_t c = 0; c < st->ncols && c < h->st.ncols; c++)
+			st->null_counts[c] += h->st.null_counts[c];
+	}
+	sl_batch_trim(&h->b, 1 << 16);
+	return rc;
+}
+
+/* Whether a file of q can be decoded in pieces cut at line ends (no CSV header to share). */
+static bool cuttable(const struct sl_query_config *q)
+{
+	return !(q->source.format == SL_SOURCE_CSV && q->source.header);
+}
+
+/*
+ * Decodes one file, the second half of a big one on another thread, as one
+ * sl_decode_file() would: rows in order, counters summed, a FAILFAST line
+ * numbered in the whole file. Only where a line end cuts the file cleanly
+ * (no csv header to share).
+ */
+static int decode_split(struct sl_source *p, struct sl_decoder *dec, const char *path,
+			const char *data, size_t len, bool mapped, struct sl_batch *b,
+			struct sl_decode_stats *st, struct sl_decode_error *derr)
+{
+	struct half *h = &p->half;
+	const char *nl = len >= SPLIT_MIN ? memchr(data + len / 2, '\n', len - len / 2) : NULL;
+	size_t cut = nl ? (size_t)(nl - data) + 1 : 0;
+	int rc;
+
+	/* a cut before "\xEF" could be taken for a BOM, which only starts a file */
+	if (!nl || cut >= len || (unsigned char)data[cut] == 0xEF || !cuttable(p->q))
+		return sl_decode_file(dec, path, data, len, b, st, derr);
+	if ((rc = half_prepare(p, path)))
+		return rc;
+	h->data = data + cut;
+	h->len = len - cut;
+	pthread_t th;
+	if (pthread_create(&th, NULL, decode_half, h))
+		return sl_decode_file(dec, path, data, len, b, st, derr);
+	rc = sl_decode_file(dec, path, data, cut, b, st, derr);
+	pthread_join(th, NULL);
+	/*
+	 * Decoded strings are copies: the file's pages can leave this process
+	 * before the halves are joined (they stay in the page cache, and come
+	 * back on a read, such as the line count below).
+	 */
+	if (mapped)
+		madvise((void *)data, len, MADV_DONTNEED);
+	return join_half(h, data, cut, rc, b, st, derr);
+}
+
+/*
+ * A big .zst file: decompressed on a second thread while this one decodes
+ * what has arrived, up to its last line end; once all of it is there, the
+ * rest is cut in two at a line end and the second thread decodes the
+ * latter part. Decompression and decoding overlap instead of following
+ * each other, and the result is sl_decode_file()'s over the whole.
+ */
+#define ZPIECE (8u << 20) /* decompressed bytes this thread waits for before decoding */
+
+struct zpipe {
+	const char *src;  /* the compressed file */
+	size_t srclen;
+	char *buf;        /* size + 1 bytes (see sl_codec_decompress_into) */
+	size_t size;      /* what the frame headers declare */
+	struct half *h;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	size_t avail;     /* bytes of buf decompressed so far */
+	bool done;        /* decompression over, with zrc */
+	int zrc;
+	bool tail_set;    /* the decoder said where the tail starts (size: none) */
+	bool stop;        /* the decoder gave up: no tail, stop decompressing */
+	size_t tail_from;
+};
+
+/* Decompression's progress: n bytes are there (ECANCELED once the decoder gave up). */
+static int zpipe_progress(void *ctx, size_t n)
+{
+	struct zpipe *z = ctx;
+	pthread_mutex_lock(&z->mu);
+	z->avail = n;
+	bool stop = z->stop;
+	pthread_cond_broadcast(&z->cv);
+	pthread_mutex_unlock(&z->mu);
+	return stop ? ECANCELED : 0;
+}
+
+static void *zpipe_main(void *arg)
+{
+	struct zpipe *z = arg;
+	int rc = sl_codec_decompress_into(z->src, z->srclen, z->buf, z->size, zpipe_progress, z);
+
+	pthread_mutex_lock(&z->mu);
+	z->done = true;
+	z->zrc = rc;
+	pthread_cond_broadcast(&z->cv);
+	while (!z->tail_set)
+		pthread_cond_wait(&z->cv, &z->mu);
+	size_t from = z->tail_from;
+	pthread_mutex_unlock(&z->mu);
+	struct half *h = z->h;
+	if (rc == 0 && from < z->size) {
+		h->data = z->buf + from;
+		h->len = z->size - from;
+		decode_half(h);
+	}
+	return NULL;
+}
+
+/* Tells the second thread where its tail starts (z->size: none, stop). */
+static void zpipe_tail(struct zpipe *z, size_t from, bool stop)
+{
+	pthread_mutex_lock(&z->mu);
+	z->tail_from = from;
+	z->tail_set = true;
+	z->stop = stop;
+	pthread_cond_broadcast(&z->cv);
+	pthread_mutex_unlock(&z->mu);
+}
+
+/*
+ * Decodes the .zst file src whose frames declare size bytes. Returns as
+ * decode_split() does, with *zfail set when the error is the
+ * decompression's (corrupt, truncated, too big), or EAGAIN when no thread
+ * could be had (nothing done: decode it whole).
+ */
+static int decode_zst(struct sl_source *p, struct sl_decoder *dec, const char *path, const char *src,
+		      size_t srclen, size_t size, struct sl_batch *b, struct sl_decode_stats *st,
+		      struct sl_decode_error *derr, bool *zfail)
+{
+	struct zpipe z = {.src = src, .srclen = srclen, .size = size, .h = &p->half};
+	pthread_t th;
+	int rc;
+
+	if ((rc = half_prepare(p, path)))
+		return rc;
+	if (!(z.buf = malloc(size + 1)))
+		return ENOMEM;
+	pthread_mutex_init(&z.mu, NULL);
+	pthread_cond_init(&z.cv, NULL);
+	if (pthread_create(&th, NULL, zpipe_main, &z)) {
+		rc = EAGAIN;
+		goto out;
+	}
+	size_t piece = SL_FAULT_SIZE("zst.piece", ZPIECE);
+	size_t pos = 0, want = piece;
+	for (;;) {
+		pthread_mutex_lock(&z.mu);
+		while (!z.done && z.avail < want)
+			pthread_cond_wait(&z.cv, &z.mu);
+		size_t avail = z.avail;
+		bool done = z.done;
+		int zrc = z.zrc;
+		pthread_mutex_unlock(&z.mu);
+		if (done && zrc) {
+			*zfail = true;
+			rc = zrc;
+			zpipe_tail(&z, size, true);
+			break;
+		}
+		if (done) {
+			/* all there: the rest in two, the latter for the second thread */
+			size_t cut = size;
+			if (size - pos >= 2 * piece) {
+				const char *mid = z.buf + pos + (size - pos) / 2;
+				const char *nl = memchr(mid, '\n', (size_t)(z.buf + size - mid));
+				if (nl && nl + 1 < z.buf + size && (unsigned char)nl[1] != 0xEF)
+					cut = (size_t)(nl + 1 - z.buf);
+			}
+			zpipe_tail(&z, cut, false);
+			rc = sl_decode_file(dec, path, z.buf + pos, cut - pos, b, st, derr);
+			if (rc == SL_EMALFORMED)
+				derr->line += lines_before(z.buf, pos);
+			pthread_join(th, NULL);
+			if (cut < size)
+				rc = join_half(z.h, z.buf, cut, rc, b, st, derr);
+			goto out;
+		}
+		/* the complete lines that arrived, not cut before "\xEF" (a BOM's first byte) */
+		const char *end = avail > pos + 1 ? memrchr(z.buf + pos, '\n', avail - 1 - pos) : NULL;
+		while (end && (unsigned char)end[1] == 0xEF)
+			end = end > z.buf + pos ? memrchr(z.buf + pos, '\n', (size_t)(end - z.buf) - pos) : NULL;
+		if (!end) {
+			want = avail + 1; /* a long line: wait for its end */
+			continue;
+		}
+		rc = sl_decode_file(dec, path, z.buf + pos, (size_t)(end + 1 - z.buf) - pos, b, st, derr);
+		if (rc) {
+			if (rc == SL_EMALFORMED)
+				derr->line += lines_before(z.buf, pos);
+			zpipe_tail(&z, size, true);
+			break;
+		}
+		pos = (size_t)(end + 1 - z.buf);
+		want = pos + piece;
+	}
+	pthread_join(th, NULL);
+out:
+	pthread_cond_destroy(&z.cv);
+	pthread_mutex_destroy(&z.mu);
+	free(z.buf);
+	return rc;
+}
+
+void sl_file_half_release(struct half *h)
+{
+	if (!h->ready)
+		return;
+	sl_decoder_free(h->dec);
+	sl_batch_release(&h->b);
+	sl_decode_stats_release(&h->st);
+	h->ready = false;
+}
+
+/* Reads and decodes file part of the batch into b; FAILFAST stops at the first bad line. */
+int sl_file_read(struct sl_source *p, size_t part, struct sl_batch *b,
+		 struct sl_decode_stats *st, char *err, size_t errlen)
+{
+	struct sl_decode_error derr;
+	const struct planned *f = &p->files[part];
+	char *data = NULL;
+	size_t len = 0;
+	bool mapped = false;
+	int rc;
+
+	if ((rc = read_bytes(p->l, f->id, &data, &len, &mapped))) {
+		snprintf(err, errlen, "cannot read 'in/%.300s': %s", f->path, sl_strerror(rc));
+		return rc;
+	}
+	memset(&derr, 0, sizeof(derr));
+	bool zst = ends_with(f->path, ".zst"), zfail = false;
+	unsigned long long zsize;
+	rc = EAGAIN;
+	if (zst && sl_codec_content_size(data, len, &zsize) == 0 && zsize >= SPLIT_MIN &&
+	    zsize <= ZST_LIMIT && cuttable(p->q))
+		rc = decode_zst(p, p->dec, f->path, data, len, (size_t)zsize, b, st, &derr, &zfail);
+	if (rc == EAGAIN && zst) {
+		void *plain;
+		size_t plen;
+		rc = sl_codec_decompress(data, len, ZST_LIMIT, &plain, &plen);
+		if (mapped)
+			munmap(data, len);
+		else
+			free(data);
+		mapped = false;
+		data = rc ? NULL : plain;
+		len = rc ? 0 : plen;
+		zfail = rc != 0;
+		if (rc == 0)
+			rc = EAGAIN;
+	}
+	if (zfail) {
+		snprintf(err, errlen, "cannot decompress 'in/%.300s': %s", f->path,
+			 rc == SL_ECORRUPT ? "not valid zstd data (corrupt or truncated)"
+			 : rc == EFBIG	   ? "it expands beyond 4 GiB"
+					   : sl_strerror(rc));
+		/* bad input, not a passing failure: the query stops, no retry */
+		if (rc == SL_ECORRUPT || rc == EFBIG)
+			rc = SL_EMALFORMED;
+		if (mapped)
+			munmap(data, len);
+		else
+			free(data);
+		return rc;
+	}
+	if (rc == EAGAIN)
+		rc = decode_split(p, p->dec, f->path, data, len, mapped, b, st, &derr);
+	if (mapped)
+		munmap(data, len);
+	else
+		free(data);
+	if (rc == SL_EMALFORMED)
+		snprintf(err, errlen, "'in/%.300s' line %" PRIu64 ": %s", f->path, derr.line,
+			 derr.reason);
+	else if (rc)
+		snprintf(err, errlen, "cannot decode 'in/%.300s': %s", f->path, sl_strerror(rc));
+	return rc;
+}
