@@ -29,17 +29,20 @@ static void usage(FILE *f)
 		   "Exit codes: 0 ok, 1 runtime failure, 2 misuse, 4 not a sluice data dir.\n");
 }
 
+struct refusal {
+	char name[24];
+	uint64_t n;
+};
+
 static int by_name(const void *a, const void *b)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	return strcmp(((const struct refusal *)a)->name, ((const struct refusal *)b)->name);
 }
 
 /* " refused=EBUSY:n,EPERM:n" by errno name, as the catalog keys sort, or "-" */
 static void print_refused(const struct sl_land_counters *c)
 {
-	char names[SL_ERRNO_MAX][24];
-	const char *sorted[SL_ERRNO_MAX];
-	uint64_t count[SL_ERRNO_MAX];
+	struct refusal v[SL_ERRNO_MAX];
 	size_t n = 0;
 
 	for (int e = 1; e < SL_ERRNO_MAX; e++) {
@@ -47,18 +50,15 @@ static void print_refused(const struct sl_land_counters *c)
 			continue;
 		const char *name = sl_errno_name(e);
 		if (name)
-			snprintf(names[n], sizeof(names[n]), "%s", name);
+			snprintf(v[n].name, sizeof(v[n].name), "%s", name);
 		else
-			snprintf(names[n], sizeof(names[n]), "E%d", e);
-		count[n] = c->refused[e];
-		sorted[n] = names[n];
-		n++;
+			snprintf(v[n].name, sizeof(v[n].name), "E%d", e);
+		v[n++].n = c->refused[e];
 	}
-	qsort(sorted, n, sizeof(sorted[0]), by_name);
+	qsort(v, n, sizeof(v[0]), by_name);
 	printf(" refused=");
 	for (size_t k = 0; k < n; k++)
-		printf("%s%s:%" PRIu64, k ? "," : "", sorted[k],
-		       count[(const char(*)[24])sorted[k] - names]);
+		printf("%s%s:%" PRIu64, k ? "," : "", v[k].name, v[k].n);
 	printf("%s\n", n ? "" : "-");
 }
 

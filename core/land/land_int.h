@@ -129,6 +129,11 @@ void land_free_node(struct sl_land *l, struct node *n);
 /* Drops one reference (takes l->mu), freeing the node at zero. */
 void land_unref(struct sl_land *l, struct node *n);
 
+/*
+ * Forces a group commit now: the counters and folder times ride it, and so
+ * do lazily queued publishes.
+ */
+int land_commit_now(struct sl_land *l);
 /* Counts err as refused (one durable commit) and returns it. */
 int land_refuse(struct sl_land *l, int err);
 /* Whether err means accepted bytes cannot be made durable (poisons). */

@@ -150,6 +150,11 @@ static int noop_apply(struct sl_txn *t, void *arg)
 	return 0;
 }
 
+int land_commit_now(struct sl_land *l)
+{
+	return sl_catalog_write(l->cat, noop_apply, NULL);
+}
+
 void sl_land_refused(struct sl_land *l, int err)
 {
 	if (err <= 0 || err >= SL_ERRNO_MAX)
@@ -162,7 +167,7 @@ void sl_land_refused(struct sl_land *l, int err)
 	 * Refusals are rare: commit the counter before answering, so that
 	 * `sluice status` agrees with status/landing.json.
 	 */
-	sl_catalog_write(l->cat, noop_apply, NULL);
+	land_commit_now(l);
 }
 
 int land_refuse(struct sl_land *l, int err)

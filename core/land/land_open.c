@@ -282,12 +282,6 @@ free_l:
 	return rc;
 }
 
-static int noop_apply(struct sl_txn *t, void *arg)
-{
-	(void)t, (void)arg;
-	return 0;
-}
-
 /*
  * Counts (once) and logs the temp-named files released longer than
  * abandon_ns ago and never renamed: the upload that never finished.
@@ -330,7 +324,7 @@ static void *sweeper_main(void *arg)
 		if (found) {
 			/* the counter rides a commit, so status shows it at once */
 			pthread_mutex_unlock(&l->mu);
-			sl_catalog_write(l->cat, noop_apply, NULL);
+			land_commit_now(l);
 			pthread_mutex_lock(&l->mu);
 		}
 	}
@@ -369,7 +363,7 @@ void sl_land_close(struct sl_land *l)
 	 * go (a forced commit takes the lazy requests along).
 	 */
 	for (int i = 0; atomic_load(&l->publishing) && i < 5000; i++) {
-		sl_catalog_write(l->cat, noop_apply, NULL);
+		land_commit_now(l);
 		if (atomic_load(&l->publishing))
 			usleep(1000);
 	}
