@@ -178,14 +178,24 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 		pthread_mutex_lock(&n->dmu);
 		bool recorded = n->recorded;
 		pthread_mutex_unlock(&n->dmu);
-		/* a publish in flight may land it any moment: cancel either way */
-		if (recorded || n->publishing) {
+		pthread_mutex_lock(&l->mu);
+		bool landing = n->publishing || n->landed;
+		pthread_mutex_unlock(&l->mu);
+		/*
+		 * A publish in flight may land it any moment, or has landed it
+		 * since the lookup: cancel either way, but a landed file goes only
+		 * once no query needs it, as below.
+		 */
+		if (recorded || landing) {
 			id = n->id;
-			rc = sl_catalog_write_freeing(l->cat, land_cancel_apply, &id);
+			rc = sl_catalog_write_freeing(l->cat, unlink_landed_apply, &id);
+			if (rc == EBUSY)
+				land_refuse(l, rc);
 		}
 		if (rc == 0) {
 			pthread_mutex_lock(&n->dmu);
 			n->recorded = false;
+			n->keep_blob = false; /* landed meanwhile: its blob goes with it */
 			pthread_mutex_unlock(&n->dmu);
 			pthread_mutex_lock(&l->mu);
 			if (n->bundle)
@@ -284,6 +294,22 @@ static int rename_dir(struct sl_land *l, struct sl_txn *t, struct dir_move *m, u
 		m->replace = tid;
 	}
 	return 0; /* landed files under it: land_rename_dir() refuses */
+}
+
+/*
+ * Whether in-flight node n, found by name and referenced before l->op was
+ * taken, is still an in-flight file under that name: its publish may have
+ * finished meanwhile (the commit callback takes no l->op), or a storage
+ * error poisoned it. 0: it is; EPERM: it is landed or being published (its
+ * name is final); ENOENT: its name left in/. With l->op held exclusive no
+ * publish can start, so the answer holds until l->op is released.
+ */
+static int node_gone(struct sl_land *l, struct node *n)
+{
+	pthread_mutex_lock(&l->mu);
+	int rc = n->publishing || n->landed ? EPERM : !n->named ? ENOENT : 0;
+	pthread_mutex_unlock(&l->mu);
+	return rc;
 }
 
 /* Renames in-flight file n; l->op held exclusive. */
@@ -464,9 +490,20 @@ int sl_land_rename(struct sl_land *l, uint64_t parent, const char *name, uint64_
 		goto unref;
 	}
 	/* a landed name is final; a file being published is as good as landed */
-	if (have_src || n->publishing) {
+	if (have_src || (rc = node_gone(l, n)) == EPERM) {
 		rc = land_refuse(l, EPERM);
 		goto unref;
+	}
+	if (rc)
+		goto unref;
+	if (target && (rc = node_gone(l, target))) {
+		if (rc == EPERM) {
+			rc = land_refuse(l, EPERM);
+			goto unref;
+		}
+		land_unref(l, target); /* poisoned meanwhile: its name is free */
+		target = NULL;
+		rc = 0;
 	}
 	if (target == n) {
 		rc = 0;
@@ -478,10 +515,6 @@ int sl_land_rename(struct sl_land *l, uint64_t parent, const char *name, uint64_
 	}
 	if (have_dst) {
 		rc = dst.kind == SL_KIND_DIR ? EISDIR : land_refuse(l, EPERM);
-		goto unref;
-	}
-	if (target && target->publishing) {
-		rc = land_refuse(l, EPERM);
 		goto unref;
 	}
 	rc = rename_node(l, n, target, newparent, newname, temp);
