@@ -187,9 +187,22 @@ struct move {
 	const char *name, *newname;
 	struct member *m;
 	size_t n;
+	const struct subdir *dirs; /* the folder and the folders under it */
+	size_t ndirs;
 	bool land;         /* every joining file is released: they land now */
 	int64_t landed_ns; /* when they land (their age clock) */
 };
+
+static int landed_cb(void *ctx, const char *name, uint64_t id)
+{
+	struct sl_inode i;
+	int rc;
+
+	(void)name;
+	if ((rc = sl_txn_inode_get(ctx, id, &i)))
+		return rc == SL_NOTFOUND ? 0 : rc;
+	return i.kind == SL_KIND_FILE && i.state == SL_STATE_LANDED;
+}
 
 static int move_apply(struct sl_txn *t, void *arg)
 {
@@ -197,6 +210,14 @@ static int move_apply(struct sl_txn *t, void *arg)
 	struct sl_inode i;
 	int rc;
 
+	/*
+	 * A file under it may have landed since the walk's snapshot: its
+	 * publish committed, and its node left the table before find_members()
+	 * looked. Folders cannot come or go meanwhile (l->op is exclusive).
+	 */
+	for (size_t k = 0; k < mv->ndirs; k++)
+		if ((rc = sl_txn_dirent_each(t, mv->dirs[k].id, NULL, landed_cb, t)))
+			return rc == 1 ? EPERM : rc;
 	if (mv->replace && (rc = land_cancel(t, mv->replace)))
 		return rc;
 	if ((rc = sl_txn_inode_get(t, mv->id, &i)))
@@ -406,6 +427,7 @@ int land_rename_dir(struct sl_land *l, uint64_t id, uint64_t parent, const char 
 	if (rc == 0)
 		rc = walk_folders(&w, id);
 	sl_txn_end(w.t);
+	land_test_gap();
 	if (rc == 0 && w.landed)
 		rc = land_refuse(l, EPERM); /* a landed name is final, and so are its folders */
 	if (rc)
@@ -424,6 +446,8 @@ int land_rename_dir(struct sl_land *l, uint64_t id, uint64_t parent, const char 
 	mv.land = seal_released(&mv);
 	pthread_mutex_unlock(&l->mu);
 	mv.landed_ns = land_now_ns();
+	mv.dirs = w.v;
+	mv.ndirs = w.n;
 
 	if (!(dead = calloc(mv.n ? mv.n : 1, sizeof(*dead)))) {
 		rc = ENOMEM;
@@ -431,6 +455,8 @@ int land_rename_dir(struct sl_land *l, uint64_t id, uint64_t parent, const char 
 		SL_FAULT("land.before_folder_record");
 		rc = sl_catalog_write(l->cat, move_apply, &mv);
 		SL_FAULT("land.after_folder_record");
+		if (rc == EPERM)
+			land_refuse(l, rc);
 	}
 	pthread_mutex_lock(&l->mu);
 	if (rc) {

@@ -134,6 +134,14 @@ void land_unref(struct sl_land *l, struct node *n);
  * do lazily queued publishes.
  */
 int land_commit_now(struct sl_land *l);
+
+/*
+ * In a test build, sleeps SLUICE_FAULT_SIZE="land.race_gap_us:N" microseconds
+ * where a namespace change has looked a file up and a publish may finish
+ * before it acts: races that are rare otherwise become common. Nothing in
+ * other builds.
+ */
+void land_test_gap(void);
 /* Counts err as refused (one durable commit) and returns it. */
 int land_refuse(struct sl_land *l, int err);
 /* Whether err means accepted bytes cannot be made durable (poisons). */

@@ -174,6 +174,7 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 	if (n)
 		n->refs++;
 	pthread_mutex_unlock(&l->mu);
+	land_test_gap();
 	if (n) {
 		pthread_mutex_lock(&n->dmu);
 		bool recorded = n->recorded;
@@ -473,6 +474,7 @@ int sl_land_rename(struct sl_land *l, uint64_t parent, const char *name, uint64_
 		rc = rename_dir(l, t, &m, flags);
 	}
 	sl_txn_end(t);
+	land_test_gap();
 	if (rc) {
 		rc = rc == SL_NOTFOUND ? ENOENT : rc == -1 ? 0 : rc;
 		goto unref;

@@ -155,6 +155,13 @@ int land_commit_now(struct sl_land *l)
 	return sl_catalog_write(l->cat, noop_apply, NULL);
 }
 
+void land_test_gap(void)
+{
+	size_t us = SL_FAULT_SIZE("land.race_gap_us", 0);
+	if (us)
+		usleep((useconds_t)us);
+}
+
 void sl_land_refused(struct sl_land *l, int err)
 {
 	if (err <= 0 || err >= SL_ERRNO_MAX)

@@ -317,12 +317,18 @@ def check_status_text(text, created, note):
 
 # -- set-up and the final verification ----------------------------------------------
 
-def new_mount(mounts, tmp_path):
+# A test build sleeps this long where a rename or rm has looked a file up
+# and its publish may finish before it acts (core/land land_test_gap()).
+GAPS = [0, 3000]
+
+
+def new_mount(mounts, tmp_path, gap_us=0):
     data = str(tmp_path / "data")
     os.makedirs(data)
     with open(os.path.join(data, "sluice.json"), "w") as f:
         json.dump({"queries": QUERIES}, f)
-    m = mounts.new(data=data)
+    env = dict(os.environ, SLUICE_FAULT_SIZE="land.race_gap_us:%d" % gap_us) if gap_us else None
+    m = mounts.new(data=data, env=env)
     os.mkdir(m.inp("race"))
     return m
 
@@ -801,13 +807,14 @@ def test_setattr_right_after_close(mounts, tmp_path, request):
 # 3. renames right after close
 # =============================================================================
 
-def test_rename_right_after_close(mounts, tmp_path, request):
+@pytest.mark.parametrize("gap_us", GAPS)
+def test_rename_right_after_close(mounts, tmp_path, request, gap_us):
     """close, then at once rename to another final name (os.rename and mv)
     or to a temp name: EPERM (the file landed under its first name) or
     success (it lands under the new final name; a temp-named one does not
     land until it is renamed back to a final name)."""
     seed = seed_for(request)
-    m = new_mount(mounts, tmp_path)
+    m = new_mount(mounts, tmp_path, gap_us)
     led = Ledger(seed)
     dirs = worker_dirs(m, "py", WORKERS)
     mon = Monitor(m, led)
@@ -870,6 +877,64 @@ def test_rename_right_after_close(mounts, tmp_path, request):
     finish(mounts, m, led, mon)
 
 
+@pytest.mark.parametrize("gap_us", GAPS)
+def test_folder_rename_right_after_close(mounts, tmp_path, request, gap_us):
+    """A file closed in a fresh folder, then at once the folder renamed
+    (os.rename and mv): EPERM (the file landed or is being published, and
+    a landed file's folders are final) or success (the file was still in
+    flight: it lands under the folder's new name). Never a landed file
+    moved: the rename is judged in the commit that moves the folder."""
+    seed = seed_for(request)
+    m = new_mount(mounts, tmp_path, gap_us)
+    led = Ledger(seed)
+    dirs = worker_dirs(m, "py", WORKERS)
+    mon = Monitor(m, led)
+    mon.start()
+    deadline = race_deadline()
+    spawn = threading.Lock()
+
+    def work(w, r):
+        for i in range(NFILES // WORKERS):
+            if time.monotonic() > deadline:
+                break
+            # partition-style folders: the queries' path reads race/*/*/
+            sub = os.path.join(dirs[w], "d=%04d" % i)
+            moved = sub + "m"
+            os.mkdir(m.inp(sub))
+            names = ["f%d.json" % k for k in range(r.choice([1, 1, 2, 3]))]
+            datas = [content(r, os.path.join(sub, n)) for n in names]
+            use_mv = r.random() < 0.2
+            with spawn:
+                for n, data in zip(names, datas):
+                    create(led, m.inp(os.path.join(sub, n)), data)
+                if use_mv:
+                    p = util.run(["mv", m.inp(sub), m.inp(moved)])
+                    ok = p.returncode == 0
+                    err = None if ok else (errno.EPERM if b"Operation not permitted"
+                                           in p.stderr else p.stderr.decode().strip())
+            if not use_mv:
+                pause(r)
+                try:
+                    os.rename(m.inp(sub), m.inp(moved))
+                    ok, err = True, None
+                except OSError as e:
+                    ok, err = False, e.errno
+            how = "mv" if use_mv else "rename"
+            if ok:
+                for n, data in zip(names, datas):
+                    led.expect(os.path.join(moved, n), {data}, how + ":moved")
+                continue
+            if err != errno.EPERM:
+                led.problem("%s: folder %s got %s" % (sub, how, errno.errorcode.get(err, err)))
+            else:
+                led.refused()
+            for n, data in zip(names, datas):
+                led.expect(os.path.join(sub, n), {data}, how + ":EPERM")
+
+    run_workers(work, WORKERS, seed)
+    finish(mounts, m, led, mon)
+
+
 def rm_right_after_close(led, m, rel, data, label):
     """rm of a just-closed file: it goes (whether its landing had finished,
     was on its way, or not begun), or EBUSY (landed, and a query still needs
@@ -890,7 +955,8 @@ def rm_right_after_close(led, m, rel, data, label):
     led.remove(rel, data, label + ":removed")
 
 
-def test_unlink_right_after_close(mounts, tmp_path, request):
+@pytest.mark.parametrize("gap_us", GAPS)
+def test_unlink_right_after_close(mounts, tmp_path, request, gap_us):
     """close, then at once rm (os.unlink and rm(1)), racing the RELEASE and
     the commit that lands the file: the rm succeeds and the file is gone for
     good (its rows processed once if a batch took it first, or never), or it
@@ -898,7 +964,7 @@ def test_unlink_right_after_close(mounts, tmp_path, request):
     whole. An rm that reaches a file whose landing finished after the rm
     looked it up is judged as a landed file's rm, never as an in-flight one's."""
     seed = seed_for(request)
-    m = new_mount(mounts, tmp_path)
+    m = new_mount(mounts, tmp_path, gap_us)
     led = Ledger(seed)
     dirs = worker_dirs(m, "py", WORKERS)
     mon = Monitor(m, led)
