@@ -461,3 +461,65 @@ def renameat2(old, new, flags):
     if rc != 0:
         e = ctypes.get_errno()
         raise OSError(e, os.strerror(e), old)
+
+
+# -- outside readers: DuckDB and hyparquet from npm ------------------------------
+
+NPM_PACKAGES = ("@duckdb/node-api", "hyparquet", "hyparquet-compressors")
+_npm_lock = threading.Lock()
+_npm_state = {}
+
+
+def npm_modules():
+    """The node_modules folder holding NPM_PACKAGES, installed with npm on
+    first use into $SLUICE_NPM_DIR (default tests/.npm); None when node or
+    npm is missing or the install fails (then `npm_missing` says why).
+    Tests that need them skip with that reason."""
+    with _npm_lock:
+        if "dir" in _npm_state:
+            return _npm_state["dir"]
+        root = os.environ.get("SLUICE_NPM_DIR") or os.path.join(REPO, "tests", ".npm")
+        mods = os.path.join(root, "node_modules")
+        have = all(os.path.exists(os.path.join(mods, p, "package.json")) for p in NPM_PACKAGES)
+        why = None
+        if shutil.which("node") is None:
+            why = "node not found"
+        elif not have and shutil.which("npm") is None:
+            why = "npm not found, and %s lacks %s" % (mods, " ".join(NPM_PACKAGES))
+        elif not have:
+            os.makedirs(root, exist_ok=True)
+            # a file lock: parallel pytest sessions share the folder
+            import fcntl
+            with open(os.path.join(root, ".lock"), "w") as lk:
+                fcntl.flock(lk, fcntl.LOCK_EX)
+                have = all(os.path.exists(os.path.join(mods, p, "package.json"))
+                           for p in NPM_PACKAGES)
+                if not have:
+                    p = subprocess.run(["npm", "install", "--no-audit", "--no-fund",
+                                        "--prefix", root] + list(NPM_PACKAGES),
+                                       stdin=subprocess.DEVNULL, capture_output=True,
+                                       timeout=600)
+                    if p.returncode != 0:
+                        why = "npm install failed: %s" % _txt(p.stderr)[-300:]
+        _npm_state["dir"] = None if why else mods
+        _npm_state["why"] = why
+        return _npm_state["dir"]
+
+
+def npm_missing():
+    npm_modules()
+    return _npm_state.get("why")
+
+
+def duckdb_json(sql, timeout=120):
+    """Runs each statement of sql (a list) in an in-memory DuckDB; returns a
+    list of results, each a list of row objects as @duckdb/node-api's
+    getRowObjectsJson gives them (BIGINT as strings, NaN/Infinity as strings,
+    TIMESTAMPTZ as '2026-10-04 12:00:00+00'). Skips the test without DuckDB."""
+    mods = npm_modules()
+    if mods is None:
+        pytest.skip(npm_missing())
+    p = subprocess.run(["node", os.path.join(HERE, "duckdb_json.cjs"), mods] + list(sql),
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    assert p.returncode == 0, "duckdb failed: %s" % _txt(p.stderr)
+    return [json.loads(l) for l in _txt(p.stdout).splitlines()]
