@@ -223,7 +223,8 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 	static const char *const output_modes[] = {[SL_OUTPUT_APPEND] = "append",
 						   [SL_OUTPUT_UPDATE] = "update",
 						   [SL_OUTPUT_COMPLETE] = "complete"};
-	static const char *const sink_formats[] = {[SL_SINK_JSON] = "json", [SL_SINK_CSV] = "csv"};
+	static const char *const sink_formats[] = {
+	    [SL_SINK_JSON] = "json", [SL_SINK_CSV] = "csv", [SL_SINK_PARQUET] = "parquet"};
 	const struct sl_schema *s = &q->source.schema;
 
 	switch (f) {

@@ -613,8 +613,9 @@ static int walk_aggregate(struct walk *w, json_t *a, struct sl_query_config *q)
 
 static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 {
-	static const char *const keys[] = {"format", "compression", "partitionBy", NULL};
-	static const char *const formats[] = {"json", "csv", NULL};
+	static const char *const keys[] = {"format", "compression", "partitionBy", "rowGroupSize",
+					   NULL};
+	static const char *const formats[] = {"json", "csv", "parquet", NULL};
 	static const char *const codecs[] = {"none", "zstd", NULL};
 	json_t *pb, *e;
 	char msg[512];
@@ -628,10 +629,23 @@ static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 	if (!rc)
 		rc = read_enum(w, sink, "format", formats, &v);
 	q->sink_format = (enum sl_sink_format)v;
-	v = (int)q->compression;
+	/* Parquet compresses its pages: zstd unless told otherwise */
+	v = q->sink_format == SL_SINK_PARQUET ? SL_COMPRESSION_ZSTD : (int)q->compression;
 	if (!rc)
 		rc = read_enum(w, sink, "compression", codecs, &v);
 	q->compression = (enum sl_compression)v;
+	if (!rc && json_object_get(sink, "rowGroupSize")) {
+		struct field f = {"rowGroupSize", K_SIZE, &q->row_group_bytes, 0};
+		if (q->sink_format != SL_SINK_PARQUET) {
+			old = push_key(w, "rowGroupSize");
+			rc = wfail(w, "only for the parquet format");
+			pop(w, old);
+		} else if (!(rc = read_field(w, sink, &f, NULL)) && q->row_group_bytes < 4096) {
+			old = push_key(w, "rowGroupSize");
+			rc = wfail(w, "expected at least 4k");
+			pop(w, old);
+		}
+	}
 	pb = json_object_get(sink, "partitionBy");
 	if (rc || !pb)
 		return rc;

@@ -571,6 +571,8 @@ struct group {
 	uint64_t hash;	/* of dir */
 	struct sl_strbuf out; /* formatted rows */
 	size_t rows;	/* rows in out */
+	size_t *idx;	/* parquet: the rows' indexes in the batch (rows of them) */
+	size_t cap;
 };
 
 /* The groups of one sl_sink_format() call, with a hash index on dir. */
@@ -614,6 +616,7 @@ static void groups_release(struct groups *gs)
 	for (size_t i = 0; i < gs->n; i++) {
 		free(gs->g[i].dir);
 		free(gs->g[i].out.p);
+		free(gs->g[i].idx);
 	}
 	free(gs->g);
 	free(gs->slots);
@@ -625,10 +628,7 @@ static void put_header(struct sl_strbuf *b, const struct sl_query_config *q)
 	bool first = true;
 
 	for (size_t c = 0; c < q->out.n; c++) {
-		bool part = false;
-		for (size_t i = 0; i < q->npartition_by; i++)
-			part |= q->partition_by[i] == c;
-		if (part)
+		if (sl_sink_partition_col(q, c))
 			continue;
 		if (!first)
 			sl_strbuf_addc(b, ',');
@@ -736,8 +736,9 @@ static int check_shape(const struct sl_query_config *q, const struct sl_batch *b
 	return 0;
 }
 
-/* Moves the groups into new parts, compressing them when asked. */
-static int make_parts(const struct sl_query_config *q, struct groups *gs, struct sl_part **parts)
+/* Moves the groups into new parts, compressing them when asked (parquet: encodes them). */
+static int make_parts(const struct sl_query_config *q, const struct sl_batch *b, struct groups *gs,
+		      struct sl_part **parts)
 {
 	struct sl_part *p = calloc(gs->n, sizeof(*p));
 	int rc = 0;
@@ -748,7 +749,13 @@ static int make_parts(const struct sl_query_config *q, struct groups *gs, struct
 		struct group *g = &gs->g[i];
 
 		p[i].rows = g->rows;
-		if (q->compression == SL_COMPRESSION_ZSTD) {
+		if (q->sink_format == SL_SINK_PARQUET) {
+			rc = sl_sink_pq_part(q, b, g->idx, g->rows, &p[i].data, &p[i].len);
+			if (rc) {
+				sl_sink_parts_free(p, i);
+				return rc;
+			}
+		} else if (q->compression == SL_COMPRESSION_ZSTD) {
 			rc = sl_codec_compress(g->out.p, g->out.len, SL_SINK_ZSTD_LEVEL, &p[i].data,
 					       &p[i].len);
 			if (rc) {
@@ -763,7 +770,7 @@ static int make_parts(const struct sl_query_config *q, struct groups *gs, struct
 
 		p[i].dir = g->dir;
 		g->dir = NULL;
-		if (q->compression != SL_COMPRESSION_ZSTD) {
+		if (q->sink_format != SL_SINK_PARQUET && q->compression != SL_COMPRESSION_ZSTD) {
 			p[i].data = g->out.p;
 			p[i].len = g->out.len;
 			g->out.p = NULL;
@@ -785,6 +792,21 @@ int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
 
 	if ((rc = check_shape(q, b)))
 		return rc;
+	if (b->nrows == 0 && q->sink_format == SL_SINK_PARQUET &&
+	    q->output_mode == SL_OUTPUT_COMPLETE) {
+		/* an empty snapshot: one part of no rows, which carries the schema */
+		if (!(p = calloc(1, sizeof(*p))) || !(p->dir = strdup(""))) {
+			free(p);
+			return ENOMEM;
+		}
+		if ((rc = sl_sink_pq_part(q, b, NULL, 0, &p->data, &p->len))) {
+			sl_sink_parts_free(p, 1);
+			return rc;
+		}
+		*parts = p;
+		*nparts = 1;
+		return 0;
+	}
 	if (b->nrows == 0) {
 		*parts = NULL;
 		*nparts = 0;
@@ -811,14 +833,28 @@ int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
 		rc = groups_find(&gs, q, dir.p, dir.len - 1, &g);
 		if (rc)
 			goto groups_release;
-		put_row(&g->out, &f, b, row);
+		if (q->sink_format == SL_SINK_PARQUET) {
+			if (g->rows == g->cap) {
+				size_t cap = g->cap ? g->cap * 2 : 64;
+				size_t *v = realloc(g->idx, cap * sizeof(*v));
+				if (!v) {
+					rc = ENOMEM;
+					goto groups_release;
+				}
+				g->idx = v;
+				g->cap = cap;
+			}
+			g->idx[g->rows] = row;
+		} else {
+			put_row(&g->out, &f, b, row);
+		}
 		if (g->out.oom) {
 			rc = ENOMEM;
 			goto groups_release;
 		}
 		g->rows++;
 	}
-	rc = make_parts(q, &gs, &p);
+	rc = make_parts(q, b, &gs, &p);
 	if (rc)
 		goto groups_release;
 	*parts = p;
@@ -838,7 +874,7 @@ int sl_sink_format_rows(const struct sl_query_config *q, const struct sl_batch *
 
 	if ((rc = check_shape(q, b)))
 		return rc;
-	if (q->npartition_by || from > to || to > b->nrows)
+	if (q->npartition_by || q->sink_format == SL_SINK_PARQUET || from > to || to > b->nrows)
 		return EINVAL;
 	struct rowfmt f;
 	if ((rc = rowfmt_init(&f, q, NULL))) {
@@ -851,6 +887,14 @@ int sl_sink_format_rows(const struct sl_query_config *q, const struct sl_batch *
 		put_row(out, &f, b, row);
 	rowfmt_release(&f);
 	return out->oom ? ENOMEM : 0;
+}
+
+bool sl_sink_partition_col(const struct sl_query_config *q, size_t c)
+{
+	for (size_t i = 0; i < q->npartition_by; i++)
+		if (q->partition_by[i] == c)
+			return true;
+	return false;
 }
 
 void sl_sink_parts_free(struct sl_part *parts, size_t n)
@@ -868,9 +912,10 @@ int sl_sink_part_name(char *buf, size_t len, const struct sl_query_config *q, ui
 		      uint32_t part)
 {
 	char tmp[64];
+	bool pq = q->sink_format == SL_SINK_PARQUET;
 	int n = snprintf(tmp, sizeof(tmp), "part-%05" PRIu64 "-%05" PRIu32 "%s%s", batch, part,
-			 q->sink_format == SL_SINK_CSV ? ".csv" : ".jsonl",
-			 q->compression == SL_COMPRESSION_ZSTD ? ".zst" : "");
+			 pq ? ".parquet" : q->sink_format == SL_SINK_CSV ? ".csv" : ".jsonl",
+			 !pq && q->compression == SL_COMPRESSION_ZSTD ? ".zst" : "");
 
 	if (n < 0 || (size_t)n >= len)
 		return ERANGE;

@@ -23,7 +23,7 @@ struct sl_part {
 	char *dir;   /* "" or "k=v/k2=v2" (no trailing slash), Hive-escaped; NUL-terminated */
 	void *data;  /* the part's bytes: one zstd frame when the query compresses */
 	size_t len;  /* bytes at data */
-	size_t rows; /* rows in the part, >= 1 */
+	size_t rows; /* rows in the part, >= 1 (0 only for an empty parquet snapshot) */
 };
 
 /*
@@ -34,7 +34,9 @@ struct sl_part {
  * - each group becomes one part holding its rows in batch order, without
  *   the partition columns, as JSON Lines or as CSV with a header line
  *   (q->sink_format), then one zstd frame when q->compression says zstd;
- * - a batch without rows gives no part (*parts NULL, *nparts 0).
+ * - a batch without rows gives no part (*parts NULL, *nparts 0), except
+ *   for a parquet complete-mode query: one zero-row part, dir "", so that
+ *   readers of the empty snapshot still find its schema.
  * Part i is meant to be written as out/<query>/<dir>/<sl_sink_part_name(i)>.
  *
  * Formats (Spark's writers where DESIGN.md is silent):
@@ -50,6 +52,9 @@ struct sl_part {
  *   as "2026-10-04T12:00:00.000Z" (UTC, milliseconds truncated toward the
  *   past), DATE as "2026-10-04", WINDOW as {"start":TS,"end":TS}. Years
  *   outside 0000-9999 are written ISO 8601 style: "+10000", "-0001".
+ * - Parquet: one Parquet file per part (sl_sink_pq_part), its pages
+ *   compressed as q->compression says (no outer zstd frame); a WINDOW
+ *   column is a group of the TIMESTAMPs start and end.
  * - CSV: a header of the column names, then one line per row, "\n" ending
  *   every line, separator ','. A field is quoted, RFC 4180 style (a quote
  *   doubled), when it holds ',', '"', CR or LF, starts or ends with a space
@@ -93,17 +98,40 @@ int sl_sink_format(const struct sl_query_config *q, const struct sl_batch *b,
 int sl_sink_format_rows(const struct sl_query_config *q, const struct sl_batch *b, size_t from,
 			size_t to, bool header, struct sl_strbuf *out);
 
+/* Whether output column c of q is a partitionBy column (written as a folder, not in rows). */
+bool sl_sink_partition_col(const struct sl_query_config *q, size_t c);
+
 /* Frees n parts returned by sl_sink_format. Accepts NULL. */
 void sl_sink_parts_free(struct sl_part *parts, size_t n);
 
 /*
  * Writes the file name of part `part` of batch `batch` into buf (len bytes):
- * `part-%05d-%05d` then `.jsonl` or `.csv` by q->sink_format, then `.zst`
- * when q->compression is zstd, e.g. "part-00003-00000.jsonl.zst" (wider
+ * `part-%05d-%05d` then `.jsonl`, `.csv` or `.parquet` by q->sink_format,
+ * then `.zst` when q->compression is zstd and the format is not parquet
+ * (whose pages are compressed inside), e.g. "part-00003-00000.jsonl.zst" (wider
  * numbers widen). Returns 0, or ERANGE when buf is too small (then buf is
  * untouched); 64 bytes always suffice.
  */
 int sl_sink_part_name(char *buf, size_t len, const struct sl_query_config *q, uint64_t batch,
 		      uint32_t part);
+
+/* ---- parquet (sink_parquet.c) ---- */
+
+#include "parquet.h"
+
+/*
+ * A Parquet writer for q's parts: q->out's columns but the partition ones,
+ * q->compression for the pages, q->row_group_bytes per row group. Returns
+ * as sl_pq_open().
+ */
+int sl_sink_pq_open(const struct sl_query_config *q, sl_pq_write_fn fn, void *ctx,
+		    struct sl_pq_writer **w);
+
+/*
+ * The Parquet file of rows idx[0..n) of b (n may be 0: a file of no rows),
+ * in *data (new, free()) and *len. Returns 0 or the writer's error.
+ */
+int sl_sink_pq_part(const struct sl_query_config *q, const struct sl_batch *b, const size_t *idx,
+		    size_t n, void **data, size_t *len);
 
 #endif

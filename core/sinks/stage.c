@@ -205,6 +205,74 @@ static int stage_streamed(struct sl_stage *s, struct sl_out_part *op)
 	return rc;
 }
 
+/* A parquet part's bytes as the writer hands them out: into the blob, made at the first. */
+struct pq_out {
+	struct sl_stage *s;
+	struct sl_out_part *op;
+	int fd;
+	size_t total;
+};
+
+static int pq_write(void *ctx, const void *p, size_t len)
+{
+	struct pq_out *o = ctx;
+	int rc;
+
+	if (o->fd < 0) {
+		if ((rc = sl_blob_create(o->s->blobs, o->op->id, &o->fd)))
+			return rc;
+		if ((rc = SL_FAULT_ERR("blob.write")))
+			return rc;
+	}
+	if ((rc = write_all(o->fd, p, len, (off_t)o->total)))
+		return rc;
+	o->total += len;
+	return 0;
+}
+
+/*
+ * Without partitionBy, parquet: the rows go to the encoder SLICE_ROWS at a
+ * time; it writes each row group into the blob as it fills (one is buffered
+ * at most), then the footer. A part that ends up small is kept inline.
+ */
+static int stage_parquet(struct sl_stage *s, struct sl_out_part *op)
+{
+	const struct sl_batch *b = s->rows;
+	struct pq_out o = {.s = s, .op = op, .fd = -1};
+	struct sl_pq_writer *w;
+	int rc;
+
+	op->rows = b->nrows;
+	if ((rc = sl_sink_pq_open(s->q, pq_write, &o, &w))) {
+		s->format_failed = true;
+		return rc;
+	}
+	for (size_t from = 0; rc == 0 && from < b->nrows; from += SLICE_ROWS) {
+		size_t to = b->nrows - from > SLICE_ROWS ? from + SLICE_ROWS : b->nrows;
+		rc = sl_pq_add(w, b, from, to);
+	}
+	if (rc == 0) {
+		rc = sl_pq_close(w);
+	} else {
+		sl_pq_abort(w);
+	}
+	spent(s);
+	if (rc && o.fd < 0)
+		s->format_failed = true; /* nothing was written: the encoder's error */
+	if (o.fd < 0)
+		return rc;
+	op->len = o.total;
+	if (rc == 0 && o.total <= SL_INLINE_MAX) {
+		op->data = malloc(o.total ? o.total : 1);
+		ssize_t got = op->data ? pread(o.fd, op->data, o.total, 0) : -1;
+		rc = !op->data ? ENOMEM : got == (ssize_t)o.total ? 0 : got < 0 ? errno : EIO;
+		close(o.fd);
+		sl_blob_unlink(s->blobs, op->id);
+		return rc;
+	}
+	return sync_blob(s->blobs, op->id, o.fd, rc);
+}
+
 static void finish(struct sl_stage *s, int rc)
 {
 	pthread_mutex_lock(&s->mu);
@@ -218,7 +286,8 @@ static void finish(struct sl_stage *s, int rc)
 static void *stage_main(void *arg)
 {
 	struct sl_stage *s = arg;
-	finish(s, stage_streamed(s, &s->out[0]));
+	bool pq = s->q->sink_format == SL_SINK_PARQUET;
+	finish(s, pq ? stage_parquet(s, &s->out[0]) : stage_streamed(s, &s->out[0]));
 	return NULL;
 }
 
@@ -228,7 +297,9 @@ int sl_stage_start(struct sl_stage *s)
 
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
-	if (s->q->npartition_by) {
+	bool empty_snapshot = s->rows->nrows == 0 && s->q->sink_format == SL_SINK_PARQUET &&
+			      s->q->output_mode == SL_OUTPUT_COMPLETE;
+	if (s->q->npartition_by || empty_snapshot) {
 		finish(s, rc = stage_whole(s));
 		return rc;
 	}
@@ -250,7 +321,8 @@ int sl_stage_start(struct sl_stage *s)
 		return 0;
 	}
 	if (rc == 0) /* no thread to be had: here, then */
-		rc = stage_streamed(s, &s->out[0]);
+		rc = s->q->sink_format == SL_SINK_PARQUET ? stage_parquet(s, &s->out[0])
+							  : stage_streamed(s, &s->out[0]);
 	finish(s, rc);
 	return rc;
 }

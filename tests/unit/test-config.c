@@ -257,6 +257,36 @@ static void test_parse_in_memory(void)
 	CHECK(!strncmp(err, "mem:1:", 6) && !strchr(err, '\n'));
 }
 
+/* The parquet sink: zstd unless told otherwise, rowGroupSize a size. */
+static void test_parquet_sink(void)
+{
+	static const char *const docs[] = {
+	    "{\"queries\": {\"q\": {\"source\": {\"format\": \"text\", \"path\": \"x\"}, "
+	    "\"sink\": {\"format\": \"parquet\"}}}}",
+	    "{\"queries\": {\"q\": {\"source\": {\"format\": \"text\", \"path\": \"x\"}, "
+	    "\"sink\": {\"format\": \"parquet\", \"compression\": \"none\", "
+	    "\"rowGroupSize\": \"8m\"}}}}",
+	    "{\"queries\": {\"q\": {\"source\": {\"format\": \"text\", \"path\": \"x\"}, "
+	    "\"sink\": {\"format\": \"json\"}}}}",
+	};
+	const struct {
+		enum sl_sink_format f;
+		enum sl_compression c;
+		uint64_t rg;
+	} want[] = {{SL_SINK_PARQUET, SL_COMPRESSION_ZSTD, 0},
+		    {SL_SINK_PARQUET, SL_COMPRESSION_NONE, 8u << 20},
+		    {SL_SINK_JSON, SL_COMPRESSION_NONE, 0}};
+	for (size_t k = 0; k < 3; k++) {
+		struct sl_config *c = NULL;
+		char err[256];
+		CHECK_OK(sl_config_parse(docs[k], strlen(docs[k]), "mem", &c, err, sizeof(err)));
+		const struct sl_query_config *q = sl_config_query(c, 0);
+		CHECK(q->sink_format == want[k].f && q->compression == want[k].c);
+		CHECK(q->row_group_bytes == want[k].rg);
+		sl_config_free(c);
+	}
+}
+
 static void test_durations(void)
 {
 	static const struct {
@@ -622,6 +652,7 @@ int main(void)
 	test(test_spark_strings);
 	test(test_missing_file);
 	test(test_parse_in_memory);
+	test(test_parquet_sink);
 	test(test_durations);
 	test(test_sizes);
 	test(test_schemas);

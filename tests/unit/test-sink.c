@@ -381,6 +381,13 @@ static void test_part_names(void)
 	CHECK(sl_sink_part_name(buf, 20, &q, 1, 2) == ERANGE && !strcmp(buf, "keep"));
 	CHECK_OK(sl_sink_part_name(buf, 21, &q, 1, 2));
 	CHECK(!strcmp(buf, "part-00001-00002.csv"));
+	/* parquet compresses its pages: no .zst either way */
+	q.sink_format = SL_SINK_PARQUET;
+	CHECK_OK(sl_sink_part_name(buf, sizeof(buf), &q, 7, 1));
+	CHECK(!strcmp(buf, "part-00007-00001.parquet"));
+	q.compression = SL_COMPRESSION_ZSTD;
+	CHECK_OK(sl_sink_part_name(buf, sizeof(buf), &q, 7, 1));
+	CHECK(!strcmp(buf, "part-00007-00001.parquet"));
 }
 
 /* Reads one JSON string at *p (after the quote), unescaping into out. */
