@@ -6,15 +6,18 @@
 // sum amount_cents per 10-minute window start and user_id, and write the
 // groups as JSON Lines shaped like sluice's output.
 //
-// usage: node duckdb-b3.cjs NODE_MODULES INPUT OUTPUT THREADS
+// usage: node duckdb-b3.cjs NODE_MODULES INPUT OUTPUT THREADS [FORMAT]
 //   NODE_MODULES  the folder holding @duckdb/node-api
 //   INPUT         events (.json, or .json.zst: decompressed by DuckDB)
 //   OUTPUT        the groups, one JSON object a line
+//   FORMAT        json (default), or parquet: the groups as one Parquet file
+//                 (zstd), the window a struct of two timestamps as sluice's
+//                 parquet sink writes it (B10)
 'use strict';
 const path = require('path');
 
 async function main() {
-	const [mods, input, output, threads] = process.argv.slice(2);
+	const [mods, input, output, threads, format = 'json'] = process.argv.slice(2);
 	if (!threads) {
 		console.error('usage: node duckdb-b3.cjs NODE_MODULES INPUT OUTPUT THREADS');
 		process.exit(2);
@@ -24,9 +27,14 @@ async function main() {
 	const conn = await db.connect();
 	const q = (s) => "'" + s.replace(/'/g, "''") + "'";
 	const compression = input.endsWith('.zst') ? 'zstd' : 'uncompressed';
+	const pq = format === 'parquet';
+	const win = pq
+		? `{'start': time_bucket(INTERVAL '10 minutes', event_time)::TIMESTAMPTZ,
+		    'end': (time_bucket(INTERVAL '10 minutes', event_time) + INTERVAL '10 minutes')::TIMESTAMPTZ}`
+		: `{'start': strftime(time_bucket(INTERVAL '10 minutes', event_time), '%Y-%m-%dT%H:%M:%S.000Z')}`;
 	await conn.run(`
 		COPY (
-			SELECT {'start': strftime(time_bucket(INTERVAL '10 minutes', event_time), '%Y-%m-%dT%H:%M:%S.000Z')} AS window,
+			SELECT ${win} AS window,
 			       user_id,
 			       count(*) AS n,
 			       sum(amount_cents) AS total
@@ -38,7 +46,7 @@ async function main() {
 						   amount_cents: 'BIGINT', event_time: 'TIMESTAMP'})
 			)
 			GROUP BY ALL
-		) TO ${q(output)} (FORMAT json)`);
+		) TO ${q(output)} (${pq ? 'FORMAT parquet, COMPRESSION zstd' : 'FORMAT json'})`);
 	conn.closeSync();
 }
 
