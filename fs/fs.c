@@ -31,6 +31,8 @@
 #include "trigger.h"
 #include "land.h"
 #include "log.h"
+#include "smeta.h"
+#include "strbuf.h"
 #include "view.h"
 
 #define LONG_TIMEOUT 86400.0  /* landed files and folders: immutable or ours */
@@ -55,6 +57,8 @@ struct fs {
 	struct fuse_session *se;
 	struct sl_config *config;  /* sluice.json, loaded in init */
 	struct sl_engine *engine;  /* the queries' threads */
+	struct sl_smeta smeta;     /* out/<q>/_spark_metadata/, set in init */
+	char *smeta_root;          /* smeta.root: -o sparkroot or file://<mountpoint> */
 	int init_error;            /* errno when init could not open the catalog */
 };
 
@@ -188,6 +192,8 @@ static int virtual_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 
 static int get_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 {
+	if (sl_smeta_owns(ino))
+		return fs_errno(sl_smeta_getattr(&fs->smeta, ino, a));
 	if (sl_view_owns(ino))
 		return fs_errno(sl_view_getattr(fs->land, ino, a));
 	if (ino < SL_ID_FIRST && !is_catalog_root(ino))
@@ -272,6 +278,27 @@ static void *inval_main(void *arg)
 	return NULL;
 }
 
+/* Spark's URIs of the parts: under -o sparkroot, or file:// and the mountpoint. */
+static int smeta_init(struct fs *fs)
+{
+	struct sl_strbuf b = {0};
+
+	if (fs->args->spark_root) {
+		sl_strbuf_adds(&b, fs->args->spark_root);
+	} else {
+		sl_strbuf_adds(&b, "file://");
+		sl_smeta_uri_encode(&b, fs->args->mountpoint);
+	}
+	sl_strbuf_addc(&b, 0);
+	if (b.oom) {
+		sl_strbuf_release(&b);
+		return ENOMEM;
+	}
+	fs->smeta_root = b.p;
+	fs->smeta = (struct sl_smeta){.l = fs->land, .cfg = fs->config, .root = fs->smeta_root};
+	return 0;
+}
+
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs *fs = userdata;
@@ -320,6 +347,8 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		if (fs->inval_running)
 			sl_land_set_change(fs->land, fs_changed, fs);
 	}
+	if (rc == 0)
+		rc = smeta_init(fs);
 	if (rc == 0 && (rc = sl_engine_start(fs->land, fs->config, &fs->engine)) == 0)
 		sl_land_set_wakeup(fs->land, sl_engine_wake, fs->engine);
 	if (rc) {
@@ -352,6 +381,8 @@ static void fs_destroy(void *userdata)
 	fs->land = NULL;
 	sl_config_free(fs->config);
 	fs->config = NULL;
+	free(fs->smeta_root);
+	fs->smeta_root = NULL;
 }
 
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -375,8 +406,13 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			rc = virtual_attr(fs, SL_ID_LANDING_JSON, &a);
 		else
 			rc = fs_errno(sl_view_lookup(fs->land, parent, name, &a));
+	} else if (sl_smeta_owns(parent)) {
+		rc = fs_errno(sl_smeta_lookup(&fs->smeta, parent, name, &a));
 	} else if (sl_view_owns(parent)) {
 		rc = fs_errno(sl_view_lookup(fs->land, parent, name, &a));
+	} else if (!strcmp(name, SL_SMETA_NAME) &&
+		   (rc = fs_errno(sl_smeta_entry(&fs->smeta, parent, &a))) != ENOENT) {
+		/* out/<q>/_spark_metadata (a view node), or the error: replied below */
 	} else {
 		rc = fs_errno(sl_land_lookup(fs->land, parent, name, &a));
 		if (rc == ENOENT && root_of(fs, parent) == SL_ID_IN) {
@@ -618,6 +654,11 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (ino == SL_ID_LANDING_JSON) {
 		rc = wr || (fi->flags & O_TRUNC) ? EROFS : render_landing(fs, &f->r);
 		fi->direct_io = 1;
+	} else if (sl_smeta_owns(ino)) {
+		rc = wr || (fi->flags & O_TRUNC)
+			     ? EROFS
+			     : fs_errno(sl_smeta_read(&fs->smeta, ino, &f->r.data, &f->r.len));
+		fi->direct_io = 1;
 	} else if (sl_view_owns(ino)) {
 		rc = wr || (fi->flags & O_TRUNC)
 			     ? EROFS
@@ -837,10 +878,18 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			rc = snap_add(d, "landing.json", &k);
 		if (rc == 0)
 			rc = fs_errno(sl_view_list(fs->land, ino, snap_add, d));
+	} else if (rc == 0 && sl_smeta_owns(ino)) {
+		rc = fs_errno(sl_smeta_list(&fs->smeta, ino, snap_add, d));
 	} else if (rc == 0 && sl_view_owns(ino)) {
 		rc = fs_errno(sl_view_list(fs->land, ino, snap_add, d));
 	} else if (rc == 0 && !is_virtual_dir(ino)) {
 		rc = fs_errno(sl_land_list(fs->land, ino, snap_add, d));
+		struct sl_attr k;
+		int src = rc ? rc : fs_errno(sl_smeta_entry(&fs->smeta, ino, &k));
+		if (rc == 0 && src == 0)
+			rc = snap_add(d, SL_SMETA_NAME, &k);
+		else if (rc == 0 && src != ENOENT)
+			rc = src;
 	}
 	if (rc) {
 		snap_free(d);

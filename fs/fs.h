@@ -10,12 +10,13 @@
 
 struct sl_fs_args {
 	const char *datadir;
-	const char *mountpoint;
+	const char *mountpoint; /* absolute, symlinks resolved */
 	bool foreground;   /* -f: stay in the foreground, log to stderr */
 	bool debug;        /* -d: libfuse's request trace */
 	const char *opts;  /* -o list after sluice's own options were taken out */
 	bool strict;       /* -o land=rename */
 	const char *temp;  /* -o temp=GLOB:GLOB, NULL for the default */
+	const char *spark_root; /* -o sparkroot=URI without a trailing '/', NULL: file:// */
 };
 
 /*

@@ -30,6 +30,7 @@ struct mount_opts {
 	char *fuse_opts;   /* what goes to libfuse, comma-separated */
 	bool fake;         /* mount.sluice -f: check, don't mount */
 	bool helper;       /* called as mount.sluice */
+	char *real_mnt;    /* the mountpoint, resolved by realpath(3) */
 };
 
 static void usage(FILE *f)
@@ -49,6 +50,8 @@ static void usage(FILE *f)
 		"                (EPERM); only a rename of a temporary file lands\n"
 		"  -o temp=GLOB[:GLOB...]  replace the temporary-name patterns (default\n"
 		"                '%s')\n"
+		"  -o sparkroot=URI  the URI readers see the mount at, for the paths of\n"
+		"                out/<query>/_spark_metadata (default file://MOUNTPOINT)\n"
 		"  -o OPT        any other option goes to libfuse (allow_other, ...);\n"
 		"                mounts are nosuid,nodev unless -o suid or -o dev\n"
 		"\n"
@@ -69,7 +72,8 @@ static void helper_usage(FILE *f)
 		"  -f            check DATA_DIR and the options, don't mount (mount -f)\n"
 		"  -s -n -v -r   accepted from mount(8), ignored\n"
 		"  -t TYPE, -N NS  accepted from mount(8), ignored\n"
-		"  -o OPT        sluice's options (land=close, land=rename, temp=GLOB[:GLOB...]);\n"
+		"  -o OPT        sluice's options (land=close, land=rename, temp=GLOB[:GLOB...],\n"
+		"                sparkroot=URI);\n"
 		"                fstab's own (auto, noauto, nofail, user, users, nouser, _netdev,\n"
 		"                defaults, x-*, comment=*) are dropped; the rest goes to libfuse,\n"
 		"                which refuses what it does not know\n"
@@ -124,6 +128,16 @@ static int parse_o(struct mount_opts *m, char *list)
 			}
 			sl_temp_free(t);
 			m->fs.temp = o + 5;
+		} else if (!strncmp(o, "sparkroot=", 10)) {
+			char *uri = o + 10;
+			size_t n = strlen(uri);
+			if (n == 0) {
+				die_msg("mount", "invalid option '%s': sparkroot= takes a URI", o);
+				return SL_EXIT_USAGE;
+			}
+			while (n > 0 && uri[n - 1] == '/')
+				uri[--n] = 0; /* "hdfs://nn/x/" is "hdfs://nn/x" */
+			m->fs.spark_root = uri;
 		} else if (m->helper && helper_drops(o)) {
 			continue;
 		} else if (append(&m->fuse_opts, o)) {
@@ -218,6 +232,15 @@ static int run_mount(struct mount_opts *m)
 
 	if ((rc = check_mountpoint(m->fs.mountpoint)))
 		return rc;
+	/* the paths out/<q>/_spark_metadata names: no symlink, no '..' */
+	char *real = realpath(m->fs.mountpoint, NULL);
+	if (!real) {
+		die_msg("mount", "mountpoint '%s': %s", m->fs.mountpoint, strerror(errno));
+		return SL_EXIT_USAGE;
+	}
+	free(m->real_mnt);
+	m->real_mnt = real;
+	m->fs.mountpoint = real;
 	fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		die_msg("mount", "cannot open '/dev/fuse': %s (is the fuse module loaded?)",
@@ -281,6 +304,7 @@ static int mount_paths(struct mount_opts *m, const char *datadir, const char *mn
 	}
 	free(d);
 	free(p);
+	free(m->real_mnt);
 	free(m->fuse_opts);
 	return rc;
 }

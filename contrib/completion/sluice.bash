@@ -5,7 +5,7 @@
 _sluice_commands="mount run land status check"
 
 # -o values of sluice mount: sluice's own, then common libfuse/kernel ones.
-_sluice_mount_opts="land=rename land=close temp= allow_other allow_root auto_unmount
+_sluice_mount_opts="land=rename land=close temp= sparkroot= allow_other allow_root auto_unmount
 default_permissions suid nosuid dev nodev"
 
 # Prints the query names of DATA_DIR/sluice.json, one a line: with jq when it

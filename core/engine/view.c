@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The checkpoint view, rendered from the engine's log. Ids:
- *   SL_VIEW_TAG | qid << 32 | kind << 28 | n     (n < 2^28)
+ * The checkpoint view, rendered from the engine's log. Ids: sl_view_id();
  * kinds: 1 checkpoint/<q>/, 2 offsets/, 3 commits/, 4 sources/, 5 sources/0/,
  * 6 metadata, 7 offsets/N, 8 commits/N, 9 sources/0/N, 10 status/<q>.json,
- * 11 status/<q>.jsonl (the last progress report, and the last 100).
+ * 11 status/<q>.jsonl (the last progress report, and the last 100);
+ * 12-14 are out/<q>/_spark_metadata/'s (smeta.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,28 +24,6 @@ enum {
 	K_QDIR = 1, K_OFFSETS, K_COMMITS, K_SOURCES, K_SOURCES0, K_META, K_OFF, K_COM, K_SRC,
 	K_STATUS_JSON, K_STATUS_JSONL, /* status/<q>.json, status/<q>.jsonl */
 };
-
-#define N_MAX ((1u << 28) - 1)
-
-static uint64_t vid(uint32_t qid, unsigned kind, uint64_t n)
-{
-	return SL_VIEW_TAG | (uint64_t)qid << 32 | (uint64_t)kind << 28 | n;
-}
-
-static unsigned vkind(uint64_t id)
-{
-	return (unsigned)(id >> 28) & 0xf;
-}
-
-static uint32_t vqid(uint64_t id)
-{
-	return (uint32_t)(id >> 32) & 0x3fffffff;
-}
-
-static uint64_t vn(uint64_t id)
-{
-	return id & N_MAX;
-}
 
 bool sl_view_owns(uint64_t id)
 {
@@ -98,7 +76,7 @@ static int join_progress(void *ctx, uint64_t n, size_t len)
 /* status/<q>.json: the last report or "null"; .jsonl: the last 100, oldest first. */
 static int render_status(struct sl_txn *t, uint64_t id, char **data, size_t *len)
 {
-	struct joined j = {.t = t, .qid = vqid(id), .last_only = vkind(id) == K_STATUS_JSON};
+	struct joined j = {.t = t, .qid = sl_view_qid(id), .last_only = sl_view_kind(id) == K_STATUS_JSON};
 	int rc = sl_engine_checkpoint_each(t, j.qid, 'p', join_progress, &j);
 	if (rc == 0 && j.err)
 		rc = j.err;
@@ -143,7 +121,7 @@ static int file_attr(struct sl_txn *t, uint64_t id, struct sl_attr *a)
 {
 	const void *d;
 	size_t len;
-	int rc = sl_engine_checkpoint_get(t, vqid(id), log_kind(vkind(id)), vn(id), &d, &len);
+	int rc = sl_engine_checkpoint_get(t, sl_view_qid(id), log_kind(sl_view_kind(id)), sl_view_n(id), &d, &len);
 	if (rc)
 		return rc;
 	memset(a, 0, sizeof(*a));
@@ -159,7 +137,7 @@ static int parse_n(const char *name, uint64_t *n)
 	if (!*name || (name[0] == '0' && name[1]) || name[0] == '-' || name[0] == '+')
 		return ENOENT;
 	unsigned long long v = strtoull(name, &end, 10);
-	if (*end || v > N_MAX)
+	if (*end || v > SL_VIEW_N_MAX)
 		return ENOENT;
 	*n = v;
 	return 0;
@@ -179,7 +157,7 @@ int sl_view_getattr(struct sl_land *l, uint64_t id, struct sl_attr *out)
 		dir_attr(id, out);
 		return 0;
 	}
-	if (vkind(id) == K_STATUS_JSON || vkind(id) == K_STATUS_JSONL) {
+	if (sl_view_kind(id) == K_STATUS_JSON || sl_view_kind(id) == K_STATUS_JSONL) {
 		char *d;
 		size_t len;
 		if ((rc = with_txn(l, &t)))
@@ -195,8 +173,8 @@ int sl_view_getattr(struct sl_land *l, uint64_t id, struct sl_attr *out)
 		out->size = len;
 		return 0;
 	}
-	if (!log_kind(vkind(id))) {
-		if (vkind(id) < K_QDIR || vkind(id) > K_SOURCES0)
+	if (!log_kind(sl_view_kind(id))) {
+		if (sl_view_kind(id) < K_QDIR || sl_view_kind(id) > K_SOURCES0)
 			return ENOENT;
 		dir_attr(id, out);
 		return 0;
@@ -233,7 +211,7 @@ int sl_view_lookup(struct sl_land *l, uint64_t parent, const char *name, struct 
 		sl_txn_end(t);
 		if (rc)
 			return rc == SL_NOTFOUND ? ENOENT : rc;
-		return sl_view_getattr(l, vid(qid, kind, 0), out);
+		return sl_view_getattr(l, sl_view_id(qid, kind, 0), out);
 	}
 	if (parent == SL_ID_CHECKPOINT) {
 		if ((rc = with_txn(l, &t)))
@@ -242,31 +220,31 @@ int sl_view_lookup(struct sl_land *l, uint64_t parent, const char *name, struct 
 		sl_txn_end(t);
 		if (rc)
 			return rc == SL_NOTFOUND ? ENOENT : rc;
-		dir_attr(vid(qid, K_QDIR, 0), out);
+		dir_attr(sl_view_id(qid, K_QDIR, 0), out);
 		return 0;
 	}
-	qid = vqid(parent);
-	switch (vkind(parent)) {
+	qid = sl_view_qid(parent);
+	switch (sl_view_kind(parent)) {
 	case K_QDIR:
 		if (!strcmp(name, "offsets"))
-			id = vid(qid, K_OFFSETS, 0);
+			id = sl_view_id(qid, K_OFFSETS, 0);
 		else if (!strcmp(name, "commits"))
-			id = vid(qid, K_COMMITS, 0);
+			id = sl_view_id(qid, K_COMMITS, 0);
 		else if (!strcmp(name, "sources"))
-			id = vid(qid, K_SOURCES, 0);
+			id = sl_view_id(qid, K_SOURCES, 0);
 		else if (!strcmp(name, "metadata"))
-			id = vid(qid, K_META, 0);
+			id = sl_view_id(qid, K_META, 0);
 		break;
 	case K_SOURCES:
 		if (!strcmp(name, "0"))
-			id = vid(qid, K_SOURCES0, 0);
+			id = sl_view_id(qid, K_SOURCES0, 0);
 		break;
 	case K_OFFSETS:
 	case K_COMMITS:
 	case K_SOURCES0:
 		if (parse_n(name, &n) == 0)
-			id = vid(qid, vkind(parent) == K_OFFSETS   ? K_OFF
-				      : vkind(parent) == K_COMMITS ? K_COM
+			id = sl_view_id(qid, sl_view_kind(parent) == K_OFFSETS   ? K_OFF
+				      : sl_view_kind(parent) == K_COMMITS ? K_COM
 								   : K_SRC,
 				 n);
 		break;
@@ -287,7 +265,7 @@ static int list_query(void *ctx, const char *name, uint32_t qid)
 {
 	struct lister *ls = ctx;
 	struct sl_attr a;
-	dir_attr(vid(qid, K_QDIR, 0), &a);
+	dir_attr(sl_view_id(qid, K_QDIR, 0), &a);
 	return ls->fn(ls->ctx, name, &a);
 }
 
@@ -299,11 +277,11 @@ static int list_status(void *ctx, const char *name, uint32_t qid)
 	int rc;
 
 	a.mode = S_IFREG | 0444; /* sizes are rendered at getattr */
-	a.id = vid(qid, K_STATUS_JSON, 0);
+	a.id = sl_view_id(qid, K_STATUS_JSON, 0);
 	snprintf(file, sizeof(file), "%s.json", name);
 	if ((rc = ls->fn(ls->ctx, file, &a)))
 		return rc;
-	a.id = vid(qid, K_STATUS_JSONL, 0);
+	a.id = sl_view_id(qid, K_STATUS_JSONL, 0);
 	snprintf(file, sizeof(file), "%s.jsonl", name);
 	return ls->fn(ls->ctx, file, &a);
 }
@@ -314,9 +292,9 @@ static int list_entry(void *ctx, uint64_t n, size_t len)
 	struct sl_attr a = {0};
 	char name[24];
 
-	if (n > N_MAX)
+	if (n > SL_VIEW_N_MAX)
 		return 0;
-	a.id = vid(ls->qid, ls->kind, n);
+	a.id = sl_view_id(ls->qid, ls->kind, n);
 	a.mode = S_IFREG | 0444;
 	a.size = len;
 	snprintf(name, sizeof(name), "%" PRIu64, n);
@@ -326,7 +304,7 @@ static int list_entry(void *ctx, uint64_t n, size_t len)
 int sl_view_list(struct sl_land *l, uint64_t dir,
 		 int (*fn)(void *ctx, const char *name, const struct sl_attr *a), void *ctx)
 {
-	struct lister ls = {.fn = fn, .ctx = ctx, .qid = vqid(dir)};
+	struct lister ls = {.fn = fn, .ctx = ctx, .qid = sl_view_qid(dir)};
 	struct sl_txn *t;
 	struct sl_attr a;
 	int rc;
@@ -341,22 +319,22 @@ int sl_view_list(struct sl_land *l, uint64_t dir,
 		rc = sl_engine_queries(t, list_status, &ls);
 		goto end;
 	}
-	switch (vkind(dir)) {
+	switch (sl_view_kind(dir)) {
 	case K_QDIR: {
 		static const struct {
 			const char *name;
 			unsigned kind;
 		} kids[] = {{"commits", K_COMMITS}, {"offsets", K_OFFSETS}, {"sources", K_SOURCES}};
 		for (size_t i = 0; i < 3 && rc == 0; i++) {
-			dir_attr(vid(ls.qid, kids[i].kind, 0), &a);
+			dir_attr(sl_view_id(ls.qid, kids[i].kind, 0), &a);
 			rc = fn(ctx, kids[i].name, &a);
 		}
-		if (rc == 0 && file_attr(t, vid(ls.qid, K_META, 0), &a) == 0)
+		if (rc == 0 && file_attr(t, sl_view_id(ls.qid, K_META, 0), &a) == 0)
 			rc = fn(ctx, "metadata", &a);
 		break;
 	}
 	case K_SOURCES:
-		dir_attr(vid(ls.qid, K_SOURCES0, 0), &a);
+		dir_attr(sl_view_id(ls.qid, K_SOURCES0, 0), &a);
 		rc = fn(ctx, "0", &a);
 		break;
 	case K_OFFSETS:
@@ -386,18 +364,18 @@ int sl_view_read(struct sl_land *l, uint64_t id, char **data, size_t *len)
 	size_t n;
 	int rc;
 
-	if (vkind(id) == K_STATUS_JSON || vkind(id) == K_STATUS_JSONL) {
+	if (sl_view_kind(id) == K_STATUS_JSON || sl_view_kind(id) == K_STATUS_JSONL) {
 		if ((rc = with_txn(l, &t)))
 			return rc;
 		rc = render_status(t, id, data, len);
 		sl_txn_end(t);
 		return rc;
 	}
-	if (!log_kind(vkind(id)) || id == SL_ID_CHECKPOINT)
+	if (!log_kind(sl_view_kind(id)) || id == SL_ID_CHECKPOINT)
 		return EISDIR;
 	if ((rc = with_txn(l, &t)))
 		return rc;
-	rc = sl_engine_checkpoint_get(t, vqid(id), log_kind(vkind(id)), vn(id), &d, &n);
+	rc = sl_engine_checkpoint_get(t, sl_view_qid(id), log_kind(sl_view_kind(id)), sl_view_n(id), &d, &n);
 	if (rc == 0 && !(*data = malloc(n ? n : 1)))
 		rc = ENOMEM;
 	if (rc == 0) {

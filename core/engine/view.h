@@ -14,6 +14,32 @@
 #include "land.h"
 
 #define SL_VIEW_TAG (1ull << 62)
+#define SL_VIEW_N_MAX ((1u << 28) - 1)
+
+/*
+ * A view node's id: SL_VIEW_TAG | qid << 32 | kind << 28 | n (n <=
+ * SL_VIEW_N_MAX). Kinds 1-11 are this view's (view.c), 12-14
+ * out/<q>/_spark_metadata/'s (smeta.c).
+ */
+static inline uint64_t sl_view_id(uint32_t qid, unsigned kind, uint64_t n)
+{
+	return SL_VIEW_TAG | (uint64_t)qid << 32 | (uint64_t)kind << 28 | n;
+}
+
+static inline unsigned sl_view_kind(uint64_t id)
+{
+	return (unsigned)(id >> 28) & 0xf;
+}
+
+static inline uint32_t sl_view_qid(uint64_t id)
+{
+	return (uint32_t)(id >> 32) & 0x3fffffff;
+}
+
+static inline uint64_t sl_view_n(uint64_t id)
+{
+	return id & SL_VIEW_N_MAX;
+}
 
 /*
  * Also status/<query>.json and .jsonl: sl_view_lookup and sl_view_list

@@ -382,7 +382,7 @@ class Rig:
         rows = []
         if not os.path.isdir(base):
             return rows
-        for dirpath, _dirs, names in os.walk(base):
+        for dirpath, _dirs, names in util.walk_out(base):
             for n in sorted(names):
                 with open(os.path.join(dirpath, n), "rb") as f:
                     for line in f.read().decode().splitlines():

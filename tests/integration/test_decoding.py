@@ -69,7 +69,7 @@ def out_files(m, query="dev"):
     """Every file under out/<query>/, relative, sorted."""
     base = os.path.join(m.mnt, "out", query)
     found = []
-    for dirpath, _dirs, names in os.walk(base):
+    for dirpath, _dirs, names in util.walk_out(base):
         for n in names:
             found.append(os.path.relpath(os.path.join(dirpath, n), base))
     return sorted(found)

@@ -55,7 +55,7 @@ def read(m, *parts):
 def out_rows(m, query="dev"):
     rows = []
     base = os.path.join(m.mnt, "out", query)
-    for dirpath, _, names in sorted(os.walk(base)):
+    for dirpath, _, names in sorted(util.walk_out(base)):
         for n in sorted(names):
             data = open(os.path.join(dirpath, n), "rb").read()
             if n.endswith(".zst"):
@@ -79,7 +79,7 @@ def test_seed_lab_batches_and_checkpoint(mounts, data, tmp_path):
     assert p.stdout.strip() == "dev: 1 batches, 10 rows"
 
     m = mounts.new(data=data)
-    assert os.listdir(os.path.join(m.mnt, "out", "dev")) == ["part-00000-00000.jsonl"]
+    assert util.list_out(os.path.join(m.mnt, "out", "dev")) == ["part-00000-00000.jsonl"]
     assert [r["event_id"] for r in out_rows(m)] == ["e-%04d" % i for i in range(10)]
     # Spark's layout: v1, then JSON lines, no trailing newline
     off = read(m, "checkpoint", "dev", "offsets", "0").decode()
@@ -140,7 +140,7 @@ def test_max_files_per_trigger_gives_batches(mounts, tmp_path):
     land(data, *files)
     assert run(data).stdout.strip() == "dev: 3 batches, 15 rows"
     m = mounts.new(data=data)
-    assert sorted(os.listdir(os.path.join(m.mnt, "out", "dev"))) == [
+    assert sorted(util.list_out(os.path.join(m.mnt, "out", "dev"))) == [
         "part-00000-00000.jsonl", "part-00001-00000.jsonl", "part-00002-00000.jsonl"]
 
 
@@ -207,7 +207,7 @@ def test_batch_ids_continue_across_runs_and_mounts(mounts, data, tmp_path):
     land(data, bundle(str(tmp_path / "b.json"), 2, 2))
     run(data)
     m = mounts.remount(m)
-    assert sorted(os.listdir(os.path.join(m.mnt, "out", "dev"))) == \
+    assert sorted(util.list_out(os.path.join(m.mnt, "out", "dev"))) == \
         ["part-00000-00000.jsonl", "part-00001-00000.jsonl"]
 
 
@@ -376,7 +376,7 @@ def test_checkpoint_keeps_the_last_100_batches(mounts, tmp_path):
         names = sorted(int(n) for n in os.listdir(os.path.join(ck, d)))
         assert names == list(range(3, 103)), (d, names[:3], names[-3:])
     assert len(read(m, "status", "dev.jsonl").decode().splitlines()) == 100
-    assert len(os.listdir(os.path.join(m.mnt, "out", "dev"))) == 103  # out/ keeps all
+    assert len(util.list_out(os.path.join(m.mnt, "out", "dev"))) == 103  # out/ keeps all
 
 
 def test_every_mutation_outside_in_is_erofs(mounts, data, tmp_path):

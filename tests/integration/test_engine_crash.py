@@ -66,7 +66,7 @@ def check_exactly_once(mounts, data, files_n=FILES, rows=ROWS):
     m = mounts.new(data=data)
     seen = {}
     base = os.path.join(m.mnt, "out", "dev")
-    parts = sorted(os.listdir(base))
+    parts = sorted(util.list_out(base))
     big_parts = 0
     for name in parts:
         path = os.path.join(base, name)

@@ -116,7 +116,7 @@ def out_ids(m):
     ids = []
     if not os.path.isdir(base):
         return ids
-    for name in sorted(os.listdir(base)):
+    for name in sorted(util.list_out(base)):
         p = util.run(["jq", "-r", ".event_id", os.path.join(base, name)], timeout=60)
         assert p.returncode == 0, p.stderr
         ids += p.stdout.decode().split()
@@ -174,7 +174,7 @@ def test_run_output_enospc_then_commits_once(tmpfs, mounts, src, where):
     # batch and fails the same way while the disk is full)
     m = mounts.new(data=data)
     assert not os.path.exists(os.path.join(m.mnt, "out", "dev")) or \
-        os.listdir(os.path.join(m.mnt, "out", "dev")) == []
+        util.list_out(os.path.join(m.mnt, "out", "dev")) == []
     ck = os.path.join(m.mnt, "checkpoint", "dev")
     assert os.listdir(os.path.join(ck, "commits")) == []
     # no report: nothing committed, only why
@@ -191,7 +191,7 @@ def test_run_output_enospc_then_commits_once(tmpfs, mounts, src, where):
     assert status_line(data).startswith("dev batch=0 rows=%d " % len(ids))
     assert status_line(data).endswith(" error=-")
     m = mounts.remount(m)
-    assert os.listdir(os.path.join(m.mnt, "out", "dev")) == ["part-00000-00000.jsonl"]
+    assert util.list_out(os.path.join(m.mnt, "out", "dev")) == ["part-00000-00000.jsonl"]
     assert sorted(out_ids(m)) == sorted(ids)
     assert os.listdir(os.path.join(m.mnt, "checkpoint", "dev", "commits")) == ["0"]
     m.unmount()
@@ -225,7 +225,7 @@ def test_mount_retries_with_backoff_and_commits_once(tmpfs, mounts, src):
     assert "(retrying in 1 s)" in log and "(retrying in 2 s)" in log, log
     # nothing of it is visible; the daemon answers; lastError says why
     assert not os.path.exists(os.path.join(m.mnt, "out", "dev")) or \
-        os.listdir(os.path.join(m.mnt, "out", "dev")) == []
+        util.list_out(os.path.join(m.mnt, "out", "dev")) == []
     assert os.listdir(os.path.join(m.mnt, "checkpoint", "dev", "commits")) == []
     # no report: nothing committed, only why
     assert json.loads(util.read_file(os.path.join(m.mnt, "status", "dev.json"))) == \
@@ -241,9 +241,9 @@ def test_mount_retries_with_backoff_and_commits_once(tmpfs, mounts, src):
     # space comes back: the next attempt commits, no remount
     unfill(tmpfs)
     util.wait_for(lambda: os.path.isdir(os.path.join(m.mnt, "out", "dev")) and
-                  os.listdir(os.path.join(m.mnt, "out", "dev")), 20,
+                  util.list_out(os.path.join(m.mnt, "out", "dev")), 20,
                   "the batch to commit after the space came back", interval=0.1)
-    assert os.listdir(os.path.join(m.mnt, "out", "dev")) == ["part-00000-00000.jsonl"]
+    assert util.list_out(os.path.join(m.mnt, "out", "dev")) == ["part-00000-00000.jsonl"]
     assert sorted(out_ids(m)) == sorted(ids)
     last = json.loads(util.read_file(os.path.join(m.mnt, "status", "dev.json")))
     assert last["batchId"] == 0 and last["numInputRows"] == len(ids)
@@ -251,7 +251,7 @@ def test_mount_retries_with_backoff_and_commits_once(tmpfs, mounts, src):
     n = failures()
     # later landings go on as usual
     write_file(m.inp("dev", "late.json"), rows_text(99, 3))
-    util.wait_for(lambda: len(os.listdir(os.path.join(m.mnt, "out", "dev"))) == 2, 10,
+    util.wait_for(lambda: len(util.list_out(os.path.join(m.mnt, "out", "dev"))) == 2, 10,
                   "the next batch")
     assert len(out_ids(m)) == len(ids) + 3
     assert failures() == n
@@ -359,7 +359,7 @@ def test_catalog_growth_enospc(tmpfs, mounts):
     assert util.read_file(rname) == rbody
     write_file(m.inp("free", "after.bin"), b"after\n")
     write_file(m.inp("dev", "after.json"), rows_text(1, 5))
-    util.wait_for(lambda: len(os.listdir(os.path.join(m.mnt, "out", "dev"))) == 2, 10, "batch 1")
+    util.wait_for(lambda: len(util.list_out(os.path.join(m.mnt, "out", "dev"))) == 2, 10, "batch 1")
     assert util.read_file(m.inp("free", "after.bin")) == b"after\n"
     for p, b in kept[::50]:
         assert util.read_file(p) == b

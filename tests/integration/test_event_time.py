@@ -70,7 +70,7 @@ def parts(m, query="q"):
         out = {}
         if not os.path.isdir(base):
             return out
-        for n in sorted(os.listdir(base)):
+        for n in sorted(util.list_out(base)):
             batch = int(n.split("-")[1])
             p = subprocess.run(["cat", os.path.join(base, n)], capture_output=True)
             if p.returncode != 0:
@@ -306,7 +306,7 @@ def test_complete_mode_replaces_the_snapshot(mounts, tmp_path):
                     open(events(str(tmp_path / "2.json"), [("3", "u1", 5, T0)]), "rb").read())
     util.wait_for(lambda: 1 in parts(m), 20, "batch 1")
     # only the latest batch's part is listed, and it holds every group
-    assert os.listdir(os.path.join(m.mnt, "out", "q")) == ["part-00001-00000.jsonl"]
+    assert util.list_out(os.path.join(m.mnt, "out", "q")) == ["part-00001-00000.jsonl"]
     assert [(r["user"], r["n"], r["total"]) for r in parts(m)[1]] == \
         [("u1", 2, 10), ("u2", 1, 1)]
     m.unmount()
@@ -492,7 +492,7 @@ def test_complete_mode_large_snapshot_killed_after_commit(mounts, tmp_path):
     p = util.sluice("check", data)
     assert p.returncode == 0, p.stdout + p.stderr
     m = mounts.new(data=data)
-    assert os.listdir(os.path.join(m.mnt, "out", "q")) == ["part-00001-00000.jsonl"]
+    assert util.list_out(os.path.join(m.mnt, "out", "q")) == ["part-00001-00000.jsonl"]
     rows = parts(m)[1]
     assert len(rows) == 3000 and os.path.getsize(
         os.path.join(m.mnt, "out", "q", "part-00001-00000.jsonl")) > 65536

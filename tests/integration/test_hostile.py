@@ -254,7 +254,7 @@ def out_parts(m, q):
     base = os.path.join(m.mnt, "out", q)
     if not os.path.isdir(base):
         return []
-    return sorted(os.path.join(base, n) for n in os.listdir(base))
+    return sorted(os.path.join(base, n) for n in util.list_out(base))
 
 
 def out_rows(m, q):

@@ -31,15 +31,15 @@ def wait_parts(m, query, n, timeout=10):
     base = os.path.join(m.mnt, "out", query)
 
     def enough():
-        return os.path.isdir(base) and len(os.listdir(base)) >= n
+        return os.path.isdir(base) and len(util.list_out(base)) >= n
     util.wait_for(enough, timeout, "%d parts in out/%s" % (n, query))
-    return sorted(os.listdir(base))
+    return sorted(util.list_out(base))
 
 
 def rows(m, query):
     base = os.path.join(m.mnt, "out", query)
     out = []
-    for name in sorted(os.listdir(base)):
+    for name in sorted(util.list_out(base)):
         out += [json.loads(l) for l in open(os.path.join(base, name)).read().splitlines()]
     return out
 

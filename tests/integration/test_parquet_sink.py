@@ -348,7 +348,10 @@ def test_no_rows_no_part_and_an_empty_snapshot_has_one(mounts, tmp_path):
     land(data, bad)
     run(data)
     m = mounts.new(data=data)
-    assert os.listdir(os.path.join(m.mnt, "out", "app")) == []
+    # the append query's batch wrote no part: Spark's log says so with "v1"
+    assert os.listdir(os.path.join(m.mnt, "out", "app")) == ["_spark_metadata"]
+    with open(os.path.join(m.mnt, "out", "app", "_spark_metadata", "0")) as f:
+        assert f.read() == "v1"
     assert os.listdir(os.path.join(m.mnt, "out", "compj")) == []
     parts = os.listdir(os.path.join(m.mnt, "out", "comp"))
     assert parts == ["part-00000-00000.parquet"], parts

@@ -83,7 +83,7 @@ def run_lines(data):
 def out_files(m, query="dev"):
     base = os.path.join(m.mnt, "out", query)
     found = []
-    for dirpath, _dirs, names in os.walk(base):
+    for dirpath, _dirs, names in util.walk_out(base):
         for n in names:
             found.append(os.path.relpath(os.path.join(dirpath, n), base))
     return sorted(found)

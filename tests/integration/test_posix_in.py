@@ -262,7 +262,7 @@ def test_bundle_beside_a_processed_file_reaches_the_query(mounts, tmp_path):
     m = mounts.new(data=data)
     os.mkdir(m.inp("dev"))
     write_file(m.inp("dev", "a.json"), b'{"id":"a"}\n')
-    util.wait_for(lambda: os.path.isdir(m.p("out", "dev")) and os.listdir(m.p("out", "dev")),
+    util.wait_for(lambda: os.path.isdir(m.p("out", "dev")) and util.list_out(m.p("out", "dev")),
                   10, "the first batch")
     r = util.run(["cp", "-r", str(src), m.inp("dev", ".b=1.stage")])
     assert r.returncode == 0, r.stderr
@@ -270,7 +270,7 @@ def test_bundle_beside_a_processed_file_reaches_the_query(mounts, tmp_path):
 
     def rows():
         out = []
-        for f in os.listdir(m.p("out", "dev")):
+        for f in util.list_out(m.p("out", "dev")):
             out += [json.loads(l)["id"] for l in read_file(m.p("out", "dev", f)).splitlines()]
         return sorted(out)
     util.wait_for(lambda: len(rows()) == 4, 10, "four rows in out/")

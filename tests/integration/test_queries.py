@@ -92,7 +92,7 @@ def test_query_added_later_indexes_what_landed(mounts, tmp_path):
     assert p.returncode == 0, p.stderr
     assert sorted(p.stdout.splitlines()) == ["all: 1 batches, 5 rows", "web: 1 batches, 5 rows"]
     m2 = mounts.remount(m)
-    assert os.listdir(os.path.join(m2.mnt, "out", "web")) == ["part-00000-00000.jsonl"]
+    assert util.list_out(os.path.join(m2.mnt, "out", "web")) == ["part-00000-00000.jsonl"]
 
 
 def test_land_command_indexes_and_status_of_new_data_dir(tmp_path):

@@ -408,7 +408,7 @@ def verify_files(m, led, when, problems):
 def out_rows(m, query):
     ids = {}
     base = os.path.join(m.mnt, "out", query)
-    for dirpath, _dirs, names in os.walk(base):
+    for dirpath, _dirs, names in util.walk_out(base):
         for n in names:
             with open(os.path.join(dirpath, n), "rb") as f:
                 for line in f.read().decode().splitlines():

@@ -427,6 +427,23 @@ def free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
+SPARK_LOG = "_spark_metadata"
+
+
+def walk_out(base):
+    """os.walk of an out/<query>/ folder without Spark's _spark_metadata log
+    (rendered beside the parts of append-mode queries): the parts only."""
+    for dirpath, dirs, names in os.walk(base):
+        if dirpath == base and SPARK_LOG in dirs:
+            dirs.remove(SPARK_LOG)
+        yield dirpath, dirs, names
+
+
+def list_out(folder):
+    """os.listdir of an out/<query>/ folder without _spark_metadata."""
+    return [n for n in os.listdir(folder) if n != SPARK_LOG]
+
+
 def count_files(root):
     n = 0
     for _dirpath, _dirs, files in os.walk(root):

@@ -354,6 +354,40 @@ class Torture:
                 raise RuntimeError("the engine did not catch up: %s" % st)
             time.sleep(0.05)
 
+    @staticmethod
+    def verify_spark_log(outdir):
+        """out/dev/_spark_metadata (Spark's file sink log) names exactly the
+        parts of the batches it lists, each once, with their sizes."""
+        meta = os.path.join(outdir, "_spark_metadata")
+        if not os.path.isdir(meta):
+            return []
+        problems = []
+        named = {}
+        last = -1
+        for name in os.listdir(meta):
+            last = max(last, int(name.split(".")[0]))
+            with open(os.path.join(meta, name)) as f:
+                lines = f.read().split("\n")
+            if lines[0] != "v1":
+                problems.append("_spark_metadata/%s starts with %r" % (name, lines[0]))
+            for line in lines[1:]:
+                e = json.loads(line)
+                part = e["path"].rsplit("/", 1)[1]
+                named[part] = named.get(part, 0) + 1
+                try:
+                    size = os.stat(os.path.join(outdir, part)).st_size
+                except FileNotFoundError:
+                    problems.append("_spark_metadata/%s names %s, not in out/" % (name, part))
+                    continue
+                if size != e["size"]:
+                    problems.append("_spark_metadata/%s: %s size %d, the part %d" % (
+                        name, part, e["size"], size))
+        for part in os.listdir(outdir):
+            if part.startswith("part-") and int(part.split("-")[1]) <= last \
+                    and named.get(part) != 1:
+                problems.append("%s named %d times in _spark_metadata" % (part, named.get(part, 0)))
+        return problems
+
     def verify(self):
         problems = []
         indir = os.path.join(self.mnt, "in", "dev")
@@ -376,7 +410,10 @@ class Torture:
         commits = set(os.listdir(os.path.join(self.mnt, "checkpoint", "dev", "commits")))
         rows = {}
         outdir = os.path.join(self.mnt, "out", "dev")
+        problems += self.verify_spark_log(outdir)
         for part in os.listdir(outdir):
+            if part == "_spark_metadata":
+                continue
             batch = str(int(part.split("-")[1]))
             if batch not in commits and len(commits) >= 100:
                 pass  # older than the retained checkpoint
