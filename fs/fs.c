@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "catalog.h"
@@ -31,6 +32,7 @@
 #include "trigger.h"
 #include "land.h"
 #include "log.h"
+#include "metrics.h"
 #include "smeta.h"
 #include "strbuf.h"
 #include "view.h"
@@ -167,6 +169,37 @@ static int render_landing(struct fs *fs, struct rendered *r)
 	return rc;
 }
 
+/* status/metrics: the landing's counters and every query's figures, as Prometheus text. */
+static int render_metrics(struct fs *fs, struct rendered *r)
+{
+	struct sl_land_counters *c = malloc(sizeof(*c));
+	struct sl_land_latency lat;
+	struct timespec now;
+	struct sl_txn *t;
+	int rc;
+
+	if (!c)
+		return ENOMEM;
+	sl_land_counters(fs->land, c);
+	sl_land_latency(fs->land, &lat);
+	clock_gettime(CLOCK_REALTIME, &now);
+	struct sl_metrics_input in = {.cfg = fs->config, .landing = c, .latency = &lat,
+				      .now_ms = now.tv_sec * 1000ll + now.tv_nsec / 1000000};
+	rc = sl_catalog_read(sl_land_catalog(fs->land), &t);
+	if (rc == 0) {
+		rc = sl_metrics_render(t, &in, &r->data, &r->len);
+		sl_txn_end(t);
+	}
+	free(c);
+	return fs_errno(rc);
+}
+
+/* The bytes of a rendered fixed node (status/landing.json, status/metrics). */
+static int render_virtual(struct fs *fs, fuse_ino_t ino, struct rendered *r)
+{
+	return ino == SL_ID_METRICS ? render_metrics(fs, r) : render_landing(fs, r);
+}
+
 /* Attributes of the fixed nodes outside the catalog. */
 static int virtual_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 {
@@ -177,9 +210,9 @@ static int virtual_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 		a->mode = S_IFDIR | 0555;
 		return 0;
 	}
-	if (ino == SL_ID_LANDING_JSON) {
+	if (ino == SL_ID_LANDING_JSON || ino == SL_ID_METRICS) {
 		struct rendered r;
-		int rc = render_landing(fs, &r);
+		int rc = render_virtual(fs, ino, &r);
 		if (rc)
 			return rc;
 		a->mode = S_IFREG | 0444;
@@ -404,6 +437,8 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (parent == SL_ID_STATUS) {
 		if (!strcmp(name, "landing.json"))
 			rc = virtual_attr(fs, SL_ID_LANDING_JSON, &a);
+		else if (!strcmp(name, "metrics"))
+			rc = virtual_attr(fs, SL_ID_METRICS, &a);
 		else
 			rc = fs_errno(sl_view_lookup(fs->land, parent, name, &a));
 	} else if (sl_smeta_owns(parent)) {
@@ -436,7 +471,9 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	e.ino = a.id;
 	fill_stat(&a, &e.attr);
 	e.entry_timeout = SHORT_TIMEOUT;
-	e.attr_timeout = a.id == SL_ID_LANDING_JSON || sl_view_owns(a.id) ? 0 : SHORT_TIMEOUT;
+	e.attr_timeout = a.id == SL_ID_LANDING_JSON || a.id == SL_ID_METRICS || sl_view_owns(a.id)
+				 ? 0
+				 : SHORT_TIMEOUT;
 	fuse_reply_entry(req, &e);
 }
 
@@ -651,8 +688,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (ino == SL_ID_LANDING_JSON) {
-		rc = wr || (fi->flags & O_TRUNC) ? EROFS : render_landing(fs, &f->r);
+	if (ino == SL_ID_LANDING_JSON || ino == SL_ID_METRICS) {
+		rc = wr || (fi->flags & O_TRUNC) ? EROFS : render_virtual(fs, ino, &f->r);
 		fi->direct_io = 1;
 	} else if (sl_smeta_owns(ino)) {
 		rc = wr || (fi->flags & O_TRUNC)
@@ -876,6 +913,10 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		rc = virtual_attr(fs, SL_ID_LANDING_JSON, &k);
 		if (rc == 0)
 			rc = snap_add(d, "landing.json", &k);
+		if (rc == 0)
+			rc = virtual_attr(fs, SL_ID_METRICS, &k);
+		if (rc == 0)
+			rc = snap_add(d, "metrics", &k);
 		if (rc == 0)
 			rc = fs_errno(sl_view_list(fs->land, ino, snap_add, d));
 	} else if (rc == 0 && sl_smeta_owns(ino)) {

@@ -138,7 +138,8 @@ _sluice()
 		mount) opts="-f --foreground -d -o --help" ;;
 		run) opts="--available-now --help" ;;
 		land) opts="--to --help" ;;
-		status | check) opts="--help" ;;
+		status) opts="--prometheus --help" ;;
+		check) opts="--help" ;;
 		*) opts="" ;;
 		esac
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))

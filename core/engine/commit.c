@@ -6,8 +6,9 @@
  *
  * Its entries in the checkpoint log (core/sources/qlog.h): 'c' commits/N
  * (rendered, as Spark writes it), 'p' batch N's progress report (JSON, one
- * line); it clears 'e' (lastError). meta: "q.<qid>.wm" the watermark after
- * the batch (ms), "q.<qid>.rows" its input rows, "q.<qid>.next".
+ * line), 'h' the query's cumulative metrics (metrics.c); it clears 'e'
+ * (lastError). meta: "q.<qid>.wm" the watermark after the batch (ms),
+ * "q.<qid>.rows" its input rows, "q.<qid>.next".
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "config.h"
 #include "decode.h"
 #include "engine_int.h"
+#include "metrics.h"
 #include "ops.h"
 #include "qlog.h"
 #include "render.h"
@@ -59,11 +61,13 @@ static int64_t ms_between(int64_t from, int64_t to)
 /*
  * Builds batch p's progress report (best effort: a report that cannot be
  * made leaves *out NULL and the batch commits without one). t2: the end of
- * the batch's output (operators, parts written), monotonic. m: the source
- * metrics this report shows.
+ * the batch's output (operators, parts written), monotonic. trigger_ms:
+ * triggerExecution, as the query's metrics count it. m: the source metrics
+ * this report shows.
  */
-static void progress_report(const struct report *r, int64_t t2, uint64_t out_rows,
-			    const struct sl_source_metrics *m, char **out, size_t *len)
+static void progress_report(const struct report *r, int64_t t2, int64_t trigger_ms,
+			    uint64_t out_rows, const struct sl_source_metrics *m, char **out,
+			    size_t *len)
 {
 	const struct plan *p = r->p;
 	const struct sl_decode_stats *st = r->st;
@@ -83,7 +87,6 @@ static void progress_report(const struct report *r, int64_t t2, uint64_t out_row
 	 * until the parts are written. commitOffsets is 0: the report rides
 	 * the commit it would time.
 	 */
-	int64_t trigger_ms = ms_between(t0, sl_engine_mono_ns());
 	pr.id = r->id[0] ? r->id : p->uuid;
 	pr.timestamp_ms = p->ts_ms;
 	pr.batch_id = p->batch;
@@ -133,6 +136,24 @@ static void progress_report(const struct report *r, int64_t t2, uint64_t out_row
 	sl_render_progress(&pr, out, len);
 }
 
+/* The batch's share of its query's cumulative metrics (the figures its report shows). */
+static int add_metrics(struct sl_txn *t, const struct commit *c,
+		       const struct sl_sink_result *out, int64_t trigger_ms)
+{
+	const struct sl_ops_result *ops = c->report->ops;
+	struct sl_metrics_batch b = {.input_rows = c->report->st->lines,
+				     .output_rows = out->rows,
+				     .malformed_rows = c->report->st->malformed,
+				     .duration_ms = trigger_ms};
+
+	for (size_t k = 0; ops && k < ops->nm; k++) {
+		b.late_rows += ops->m[k].dropped_wm;
+		b.state_rows += ops->m[k].rows_total;
+		b.state_bytes += ops->m[k].bytes;
+	}
+	return sl_metrics_add_batch(t, c->p->qid, &b);
+}
+
 int sl_engine_commit_apply(struct sl_txn *t, void *arg)
 {
 	struct commit *c = arg;
@@ -166,9 +187,14 @@ int sl_engine_commit_apply(struct sl_txn *t, void *arg)
 		    (rc = sl_qlog_del(t, p->qid, 'c', p->batch - 100)))
 			return rc;
 	}
+	/* triggerExecution: from the trigger's start to now, the end of the batch's work */
+	int64_t trigger_ms = ms_between(c->report->t0, sl_engine_mono_ns());
+	if ((rc = add_metrics(t, c, &out, trigger_ms)))
+		return rc;
 	/* the last 100 progress reports, like Spark's recentProgress */
 	free(c->progress); /* from an earlier run of this apply */
-	progress_report(c->report, out.done_ns, out.rows, &m, &c->progress, &c->progress_len);
+	progress_report(c->report, out.done_ns, trigger_ms, out.rows, &m, &c->progress,
+			&c->progress_len);
 	if (c->progress &&
 	    (rc = sl_qlog_put(t, p->qid, 'p', p->batch, c->progress, c->progress_len)))
 		return rc;

@@ -22,6 +22,7 @@
 #include "err.h"
 #include "fault.h"
 #include "land.h"
+#include "metrics.h"
 #include "ops.h"
 #include "qindex.h"
 #include "qlog.h"
@@ -218,12 +219,15 @@ int sl_engine_check_changes(struct sl_land *l, const struct sl_config *cfg, char
 struct error_rec {
 	uint32_t qid;
 	const char *text;
+	int rc;
 };
 
+/* lastError, and the error code metrics classify (never the text) */
 static int error_rec_apply(struct sl_txn *t, void *arg)
 {
 	struct error_rec *e = arg;
-	return sl_qlog_put(t, e->qid, 'e', 0, e->text, strlen(e->text));
+	int rc = sl_qlog_put(t, e->qid, 'e', 0, e->text, strlen(e->text));
+	return rc ? rc : sl_metrics_set_error(t, e->qid, e->rc);
 }
 
 int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
@@ -288,7 +292,7 @@ fail:
 		/* lastError: kept until a batch of this query commits */
 		if (!r->error[0])
 			snprintf(r->error, sizeof(r->error), "%s", sl_strerror(rc));
-		struct error_rec e = {.qid = p.qid, .text = r->error};
+		struct error_rec e = {.qid = p.qid, .text = r->error, .rc = rc};
 		sl_catalog_write(cat, error_rec_apply, &e);
 	}
 	if (ready) {

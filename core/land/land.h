@@ -195,6 +195,27 @@ struct sl_blobs *sl_land_blobs(struct sl_land *l);
 int sl_land_shared_in_flight(const char *datadir, uint64_t *out);
 
 /*
+ * Landing commit latency: how long a landing (the close, fsync or rename
+ * of a final-named file) waited for its durable catalog commit. Counted in
+ * the shared page since the process that opened the landing (a mount, or
+ * `sluice run`/`land`) started, so that `sluice status` reads the mount's.
+ */
+#define SL_LAND_LAT_NBUCKET 13
+struct sl_land_latency {
+	uint64_t count[SL_LAND_LAT_NBUCKET]; /* per bucket, not cumulative; the last is +Inf */
+	uint64_t sum_ns;                     /* their total wait */
+};
+/* The buckets' upper bounds (inclusive), in microseconds; the last bucket has none. */
+extern const uint32_t sl_land_latency_bounds_us[SL_LAND_LAT_NBUCKET - 1];
+/* This process's landing commit latencies so far. */
+void sl_land_latency(struct sl_land *l, struct sl_land_latency *out);
+/*
+ * The latencies the last process that opened datadir's landing counted,
+ * from the shared page of its lock file (all 0 when there is none).
+ */
+int sl_land_shared_latency(const char *datadir, struct sl_land_latency *out);
+
+/*
  * `sluice land`: lands the local file src under folder `to` (a path under
  * in/, created when missing; NULL or "" for in/ itself), keeping its name,
  * mode and mtime. EISDIR for a folder, EEXIST for an existing name, EINVAL

@@ -30,6 +30,8 @@ struct sl_land {
 	atomic_ulong *in_flight;    /* in the shared page of DATA_DIR/lock */
 	atomic_ulong in_flight_local; /* when that page cannot be mapped */
 	void *shared;               /* the mapped page, or NULL */
+	atomic_ulong *latency;      /* SL_LAND_LAT_NBUCKET counts, then the sum (ns): shared page */
+	atomic_ulong latency_local[SL_LAND_LAT_NBUCKET + 1]; /* when that page cannot be mapped */
 	atomic_ulong publishing;    /* publishes queued, not yet done */
 	uint64_t refused[SL_ERRNO_MAX]; /* guarded by mu */
 	bool counters_dirty;        /* guarded by mu */
@@ -115,6 +117,10 @@ struct sl_handle {
 /* ---- land_node.c ---- */
 
 int64_t land_now_ns(void);
+/* CLOCK_MONOTONIC in ns, for latencies. */
+int64_t land_mono_ns(void);
+/* A landing waited from start (land_mono_ns()) until now for its durable commit. */
+void land_latency_observe(struct sl_land *l, int64_t start);
 /* Node tables; l->mu held. */
 struct node *land_find_id(struct sl_land *l, uint64_t id);
 struct node *land_find_name(struct sl_land *l, uint64_t parent, const char *name);

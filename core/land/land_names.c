@@ -359,7 +359,10 @@ static int rename_node(struct sl_land *l, struct node *n, struct node *replaced,
 		r.del_old = was_recorded;
 		r.cancel_id = replaced_recorded ? replaced->id : 0;
 		SL_FAULT("land.before_rename_record");
+		int64_t start = land_mono_ns();
 		rc = sl_catalog_write(l->cat, land_rec_apply, &r);
+		if (rc == 0 && land)
+			land_latency_observe(l, start);
 		SL_FAULT("land.after_rename_record");
 		free(r.data);
 		if (rc && land) {

@@ -45,6 +45,37 @@ int64_t land_now_ns(void)
 	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
+int64_t land_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* Prometheus's default buckets, made finer below 5 ms where a commit usually lands */
+const uint32_t sl_land_latency_bounds_us[SL_LAND_LAT_NBUCKET - 1] = {
+	250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000,
+};
+
+void land_latency_observe(struct sl_land *l, int64_t start)
+{
+	int64_t ns = land_mono_ns() - start;
+	uint64_t us = ns > 0 ? (uint64_t)ns / 1000 : 0;
+	size_t b = 0;
+
+	while (b < SL_LAND_LAT_NBUCKET - 1 && us > sl_land_latency_bounds_us[b])
+		b++;
+	atomic_fetch_add(&l->latency[b], 1);
+	atomic_fetch_add(&l->latency[SL_LAND_LAT_NBUCKET], ns > 0 ? (uint64_t)ns : 0);
+}
+
+void sl_land_latency(struct sl_land *l, struct sl_land_latency *out)
+{
+	for (size_t b = 0; b < SL_LAND_LAT_NBUCKET; b++)
+		out->count[b] = atomic_load(&l->latency[b]);
+	out->sum_ns = atomic_load(&l->latency[SL_LAND_LAT_NBUCKET]);
+}
+
 static size_t name_hash(uint64_t parent, const char *name)
 {
 	uint64_t h = 1469598103934665603ull ^ parent;
@@ -506,7 +537,10 @@ int land_record_locked(struct sl_land *l, struct node *n, bool force)
 		r.ino.parent = parent;
 		memcpy(r.ino.name, name, sizeof(name));
 		SL_FAULT("land.before_record");
+		int64_t start = land_mono_ns();
 		rc = sl_catalog_write(l->cat, land_rec_apply, &r);
+		if (rc == 0)
+			land_latency_observe(l, start);
 		SL_FAULT("land.after_record");
 	}
 	free(r.data);

@@ -188,7 +188,12 @@ static int probe_blobs(struct sl_land *l)
  *   OFFSET SIZE MEANING
  *   0      8    magic SL_SHARED_MAGIC
  *   8      8    files in flight (atomic, host order)
+ *   16     8*13 landing commits per latency bucket (sl_land_latency_bounds_us)
+ *   120    8    their total latency (ns)
+ * Both counts are reset by each process that opens the landing.
  */
+#define SHARED_LATENCY 16
+
 static void map_shared(struct sl_land *l, const char *datadir)
 {
 	char path[4096];
@@ -197,6 +202,7 @@ static void map_shared(struct sl_land *l, const char *datadir)
 	int fd;
 
 	l->in_flight = &l->in_flight_local;
+	l->latency = l->latency_local;
 	snprintf(path, sizeof(path), "%s/lock", datadir);
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
@@ -208,6 +214,9 @@ static void map_shared(struct sl_land *l, const char *datadir)
 			*(uint64_t *)p = SL_SHARED_MAGIC;
 			l->in_flight = (atomic_ulong *)((char *)p + 8);
 			atomic_store(l->in_flight, 0);
+			l->latency = (atomic_ulong *)((char *)p + SHARED_LATENCY);
+			for (size_t b = 0; b <= SL_LAND_LAT_NBUCKET; b++)
+				atomic_store(&l->latency[b], 0);
 		}
 	}
 	close(fd);
@@ -582,9 +591,12 @@ int sl_land_local(struct sl_land *l, const char *src, const char *to)
 		if (rc)
 			goto unlink_blob;
 	}
+	int64_t start = land_mono_ns();
 	rc = sl_catalog_write(l->cat, land_rec_apply, &r);
-	if (rc == 0)
+	if (rc == 0) {
+		land_latency_observe(l, start);
 		goto close_in;
+	}
 unlink_blob:
 	if (out >= 0)
 		sl_blob_unlink(l->blobs, r.ino.id);
@@ -611,6 +623,25 @@ int sl_land_shared_in_flight(const char *datadir, uint64_t *out)
 		return errno == ENOENT ? 0 : errno;
 	if (pread(fd, page, sizeof(page), 0) == sizeof(page) && page[0] == SL_SHARED_MAGIC)
 		*out = page[1];
+	close(fd);
+	return 0;
+}
+
+int sl_land_shared_latency(const char *datadir, struct sl_land_latency *out)
+{
+	uint64_t page[SHARED_LATENCY / 8 + SL_LAND_LAT_NBUCKET + 1];
+	char path[4096];
+	int fd;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(path, sizeof(path), "%s/lock", datadir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : errno;
+	if (pread(fd, page, sizeof(page), 0) == sizeof(page) && page[0] == SL_SHARED_MAGIC) {
+		memcpy(out->count, page + SHARED_LATENCY / 8, sizeof(out->count));
+		out->sum_ns = page[SHARED_LATENCY / 8 + SL_LAND_LAT_NBUCKET];
+	}
 	close(fd);
 	return 0;
 }

@@ -292,6 +292,36 @@ int sl_qindex_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out
 	return sl_txn_meta_get(t, key, &out->bytes);
 }
 
+/* The first entry of a query's index: its oldest landing (keys sort by seq). */
+static int first_id(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	(void)key;
+	(void)klen;
+	if (vlen != 8)
+		return SL_ECORRUPT;
+	memcpy(ctx, val, 8);
+	return 1;
+}
+
+int sl_qindex_oldest(struct sl_txn *t, uint32_t qid, int64_t *landed_ns)
+{
+	unsigned char prefix[4];
+	struct sl_inode i;
+	uint64_t id = 0;
+	int rc;
+
+	put_be32(prefix, qid);
+	rc = sl_txn_each(t, SL_TABLE_QINDEX, prefix, sizeof(prefix), first_id, &id);
+	if (rc == 0)
+		return SL_NOTFOUND;
+	if (rc != 1) /* first_id stops the walk with 1 */
+		return rc;
+	if ((rc = sl_txn_inode_get(t, id, &i)))
+		return rc;
+	*landed_ns = i.landed_ns;
+	return 0;
+}
+
 struct build {
 	struct sl_txn *t;
 	const struct query *q;

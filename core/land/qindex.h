@@ -103,5 +103,10 @@ int sl_qindex_qid(struct sl_txn *t, const char *name, uint32_t *qid);
 int sl_qindex_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len);
 /* The backlog of the query called name; SL_NOTFOUND before its first start. */
 int sl_qindex_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out);
+/*
+ * The landing time (CLOCK_REALTIME, ns) of the oldest file in query qid's
+ * backlog; SL_NOTFOUND when the backlog is empty.
+ */
+int sl_qindex_oldest(struct sl_txn *t, uint32_t qid, int64_t *landed_ns);
 
 #endif

@@ -9,7 +9,8 @@
  *   4      1    kind: 'b' batch record, 'o' offsets/N, 'c' commits/N,
  *               's' sources/0/K, 'm' metadata, 'd' compat record,
  *               'p' progress, 'e' lastError, 'x' cleanSource intents,
- *               'g' replaced parts to unlink
+ *               'g' replaced parts to unlink, 'h' cumulative metrics,
+ *               'r' lastError's code (core/engine/metrics.c)
  *   5      8    n: the batch id, source log index, or 0 (big-endian)
  * Values are the kind's (see core/engine/ckpt.h and the writers).
  */

@@ -52,6 +52,7 @@ enum {
 	SL_ID_STATUS = 5,
 	SL_ID_ARCHIVE = 6,  /* archive/: a second namespace root */
 	SL_ID_LANDING_JSON = 7,
+	SL_ID_METRICS = 8,  /* status/metrics */
 	SL_ID_FIRST = 4096, /* first id the allocator hands out */
 };
 
