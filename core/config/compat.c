@@ -219,7 +219,8 @@ static void put_state_schema(struct sl_strbuf *b, const struct sl_query_config *
 static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum field f)
 {
 	static const char *const source_formats[] = {
-	    [SL_SOURCE_JSON] = "json", [SL_SOURCE_CSV] = "csv", [SL_SOURCE_TEXT] = "text"};
+	    [SL_SOURCE_JSON] = "json", [SL_SOURCE_CSV] = "csv", [SL_SOURCE_TEXT] = "text",
+	    [SL_SOURCE_RATE] = "rate", [SL_SOURCE_RATE_MICRO_BATCH] = "rate-micro-batch"};
 	static const char *const output_modes[] = {[SL_OUTPUT_APPEND] = "append",
 						   [SL_OUTPUT_UPDATE] = "update",
 						   [SL_OUTPUT_COMPLETE] = "complete"};

@@ -511,6 +511,8 @@ bool sl_config_path_overlap(const struct sl_path *a, const struct sl_path *b)
 {
 	size_t n = a->n < b->n ? a->n : b->n;
 
+	if (a->n == 0 || b->n == 0)
+		return false; /* a source that reads no files */
 	for (size_t i = 0; i < n; i++) {
 		const char *x = a->comps[i], *y = b->comps[i];
 		if (!is_glob(x) && !is_glob(y) && strcmp(x, y))

@@ -52,7 +52,16 @@ struct sl_path {
 	size_t n;     /* number of components, >= 1 */
 };
 
-enum sl_source_format { SL_SOURCE_JSON, SL_SOURCE_CSV, SL_SOURCE_TEXT };
+enum sl_source_format {
+	SL_SOURCE_JSON,
+	SL_SOURCE_CSV,
+	SL_SOURCE_TEXT,
+	SL_SOURCE_RATE,		   /* rate: rowsPerSecond since the query was created */
+	SL_SOURCE_RATE_MICRO_BATCH /* rate-micro-batch: rowsPerBatch per batch */
+};
+
+/* Whether a source format reads landed files (json, csv, text). */
+#define SL_SOURCE_IS_FILE(f) ((f) <= SL_SOURCE_TEXT)
 enum sl_parse_mode { SL_MODE_PERMISSIVE, SL_MODE_DROPMALFORMED, SL_MODE_FAILFAST };
 enum sl_clean_source { SL_CLEAN_OFF, SL_CLEAN_ARCHIVE, SL_CLEAN_DELETE };
 enum sl_file_age_by { SL_AGE_LANDED, SL_AGE_MTIME };
@@ -71,6 +80,15 @@ struct sl_source_config {
 	enum sl_clean_source clean;	 /* cleanSource; default off */
 	bool header;			 /* csv: header line present; default false */
 	char sep;			 /* csv: field separator, one ASCII byte; default ',' */
+	/* rate and rate-micro-batch (SPARK-NOTES §5): schema `timestamp TIMESTAMP,
+	 * value BIGINT`, path empty (no landed file matches) */
+	int64_t rows_per_second;  /* rate: rowsPerSecond, > 0; default 1 */
+	int64_t ramp_up_s;	  /* rate: rampUpTime in whole seconds, >= 0 */
+	int64_t num_partitions;	  /* numPartitions, > 0; 0 when unset (1 partition) */
+	int64_t rows_per_batch;	  /* rate-micro-batch: rowsPerBatch, > 0 (required) */
+	int64_t start_ts_ms;	  /* rate-micro-batch: startTimestamp, >= 0 */
+	int64_t advance_ms;	  /* rate-micro-batch: advanceMillisPerBatch, >= 0; default 1000 */
+	int64_t poll_interval_us; /* pollInterval: how often a mount asks for new rows; 100 ms */
 };
 
 enum sl_agg_fn {

@@ -361,9 +361,111 @@ static int read_sep(struct walk *w, json_t *src, char *out)
 	return rc;
 }
 
+/* A non-negative integer up to max, when present. */
+static int read_nonneg(struct walk *w, json_t *obj, const char *key, int64_t max, int64_t *out)
+{
+	json_t *j = json_object_get(obj, key);
+	struct field f = {key, K_POSINT, out, max};
+	size_t old;
+	int rc;
+
+	if (j && json_is_integer(j) && json_integer_value(j) <= 0) {
+		if (json_integer_value(j) == 0) {
+			*out = 0;
+			return 0;
+		}
+		old = push_key(w, key);
+		rc = wfail(w, "expected a non-negative integer, got %lld",
+			   (long long)json_integer_value(j));
+		pop(w, old);
+		return rc;
+	}
+	if (j && json_is_string(j) && !strcmp(json_string_value(j), "0")) {
+		*out = 0;
+		return 0;
+	}
+	return read_field(w, obj, &f, NULL);
+}
+
+/*
+ * rate and rate-micro-batch (SPARK-NOTES §5): Spark's options, a fixed
+ * schema, no path. Spark's "default parallelism" for numPartitions is one
+ * partition here, so that the rows' order does not depend on the machine.
+ */
+static int walk_rate(struct walk *w, json_t *src, struct sl_query_config *q)
+{
+	static const char *const rate_keys[] = {"format", "rowsPerSecond", "rampUpTime",
+						"numPartitions", "pollInterval", NULL};
+	static const char *const batch_keys[] = {"format", "rowsPerBatch", "numPartitions",
+						 "startTimestamp", "advanceMillisPerBatch",
+						 "pollInterval", NULL};
+	struct sl_source_config *s = &q->source;
+	bool micro = s->format == SL_SOURCE_RATE_MICRO_BATCH;
+	const char *fmt = micro ? "rate-micro-batch" : "rate";
+	bool found;
+	size_t old;
+	int rc;
+
+	if (json_object_get(src, "schema")) {
+		old = push_key(w, "schema");
+		rc = wfail(w, "the %s format has the fixed schema 'timestamp TIMESTAMP, value BIGINT'",
+			   fmt);
+		pop(w, old);
+		return rc;
+	}
+	if (json_object_get(src, "path")) {
+		old = push_key(w, "path");
+		rc = wfail(w, "the %s format reads no files", fmt);
+		pop(w, old);
+		return rc;
+	}
+	if ((rc = check_keys(w, src, micro ? batch_keys : rate_keys)))
+		return rc;
+	if ((rc = sl_config_schema_parse("timestamp TIMESTAMP, value BIGINT", &s->schema, NULL, 0)))
+		return rc;
+	if (!(s->path.text = strdup("")))
+		return ENOMEM;
+	s->rows_per_second = 1;
+	s->advance_ms = 1000;
+	s->poll_interval_us = 100000;
+	int64_t ramp_us = 0;
+	const struct field fields[] = {
+	    {"rowsPerSecond", K_POSINT, &s->rows_per_second, INT64_MAX},
+	    {"rampUpTime", K_DURATION, &ramp_us, 0},
+	    {"numPartitions", K_POSINT, &s->num_partitions, 1 << 16},
+	    {"rowsPerBatch", K_POSINT, &s->rows_per_batch, INT64_MAX},
+	    {"pollInterval", K_DURATION, &s->poll_interval_us, 0},
+	};
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if ((rc = read_field(w, src, &fields[i], i == 3 ? &found : NULL)))
+			return rc;
+	if ((rc = read_nonneg(w, src, "startTimestamp", INT64_MAX, &s->start_ts_ms)) ||
+	    (rc = read_nonneg(w, src, "advanceMillisPerBatch", INT32_MAX, &s->advance_ms)))
+		return rc;
+	if (micro && !found)
+		return missing(w, "rowsPerBatch");
+	if (s->poll_interval_us < 1000) {
+		old = push_key(w, "pollInterval");
+		rc = wfail(w, "expected at least 1ms");
+		pop(w, old);
+		return rc;
+	}
+	s->ramp_up_s = ramp_us / 1000000; /* Spark's timeStringAsSec: whole seconds */
+	if (!micro && s->ramp_up_s > INT64_MAX / s->rows_per_second) {
+		/* Spark's INCORRECT_RAMP_UP_RATE */
+		old = push_key(w, "rampUpTime");
+		rc = wfail(w, "max offset with %lld rowsPerSecond is %lld, but rampUpTime is %lld s",
+			   (long long)s->rows_per_second,
+			   (long long)(INT64_MAX / s->rows_per_second), (long long)s->ramp_up_s);
+		pop(w, old);
+	}
+	return rc;
+}
+
 static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
 {
-	static const char *const formats[] = {"json", "csv", "text", NULL};
+	static const char *const formats[] = {"json", "csv", "text", "rate", "rate-micro-batch",
+					      NULL};
 	static const char *const modes[] = {"PERMISSIVE", "DROPMALFORMED", "FAILFAST", NULL};
 	static const char *const cleans[] = {"off", "archive", "delete", NULL};
 	static const char *const ages[] = {"landed", "mtime", NULL};
@@ -377,14 +479,16 @@ static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
 
 	rc = expect_object(w, src);
 	if (!rc)
-		rc = check_keys(w, src, source_keys);
-	if (!rc)
 		rc = read_enum(w, src, "format", formats, &fmt);
 	if (rc)
 		return rc;
 	if (fmt < 0)
 		return missing(w, "format");
 	s->format = (enum sl_source_format)fmt;
+	if (!SL_SOURCE_IS_FILE(s->format))
+		return walk_rate(w, src, q);
+	if ((rc = check_keys(w, src, source_keys)))
+		return rc;
 
 	struct field fpath = {"path", K_STRING, &path, 0};
 	rc = read_field(w, src, &fpath, &found);

@@ -28,6 +28,7 @@
 #include "qlog.h"
 #include "sink_file.h"
 #include "source_file.h"
+#include "source_rate.h"
 
 /* Reads every partition of the batch's range into b; FAILFAST stops at the first bad line. */
 static int read_all(struct plan *p, struct sl_batch *b, struct sl_decode_stats *st,
@@ -216,6 +217,19 @@ int sl_engine_check_changes(struct sl_land *l, const struct sl_config *cfg, char
 	return rc;
 }
 
+/* The source behind a query's source.format. */
+static const struct sl_source_ops *source_ops(const struct sl_query_config *q)
+{
+	switch (q->source.format) {
+	case SL_SOURCE_RATE:
+		return &sl_source_rate;
+	case SL_SOURCE_RATE_MICRO_BATCH:
+		return &sl_source_rate_micro_batch;
+	default:
+		return &sl_source_file;
+	}
+}
+
 struct error_rec {
 	uint32_t qid;
 	const char *text;
@@ -234,7 +248,7 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 			const struct sl_engine_limits *lim, struct sl_engine_report *r)
 {
 	struct sl_catalog *cat = sl_land_catalog(l);
-	struct plan p = {.q = q, .stop = lim->stop, .sops = &sl_source_file,
+	struct plan p = {.q = q, .stop = lim->stop, .sops = source_ops(q),
 			 .kops = &sl_sink_file};
 	uint64_t done = 0;
 	struct sl_ops *ops = NULL;

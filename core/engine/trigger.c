@@ -2,7 +2,7 @@
 /*
  * Triggers: the engine inside a mount, one thread per query. Event-driven
  * (no trigger): run while the backlog is not empty, then sleep until a
- * landing wakes it; processingTime: one batch per interval; availableNow
+ * landing wakes it (a source that reads no files: until its pollInterval); processingTime: one batch per interval; availableNow
  * and once: run at mount time, then finish. A FAILFAST query stops with its
  * lastError while the others go on; other errors retry with capped backoff.
  */
@@ -116,8 +116,10 @@ static void *query_main(void *arg)
 		if (q->trigger == SL_TRIGGER_PROCESSING_TIME)
 			wait_for(e, &seen, false,
 				 q->trigger_interval_us > 0 ? q->trigger_interval_us : 1);
-		else
+		else if (SL_SOURCE_IS_FILE(q->source.format))
 			wait_for(e, &seen, true, 0);
+		else /* no landing wakes it: ask the source again every pollInterval */
+			wait_for(e, &seen, false, q->source.poll_interval_us);
 	}
 	return NULL;
 }

@@ -29,6 +29,8 @@ bool sl_qindex_match(const struct sl_path *pattern, const char *relpath)
 	const char *p = relpath;
 	size_t i = 0;
 
+	if (pattern->n == 0)
+		return false; /* a source that reads no files (rate) */
 	for (;;) {
 		const char *slash = strchr(p, '/');
 		size_t n = slash ? (size_t)(slash - p) : strlen(p);
