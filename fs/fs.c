@@ -1160,6 +1160,7 @@ int sl_fs_main(const struct sl_fs_args *args)
 	if (!args->foreground) {
 		openlog("sluice", LOG_PID, LOG_DAEMON);
 		sl_log_set(log_syslog, SL_LOG_INFO, NULL);
+		sl_console_set(NULL, NULL); /* stdout is gone: the console sink logs */
 	}
 	if (fuse_daemonize(args->foreground)) {
 		sl_log(SL_LOG_ERR, "cannot daemonize");

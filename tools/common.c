@@ -29,9 +29,18 @@ static void log_line(enum sl_log_level level, const char *msg, void *ctx)
 	fprintf(stderr, "sluice: %s%s\n", level <= SL_LOG_ERR ? "error: " : "", msg);
 }
 
+/* The console sink's blocks: standard output, flushed whole. */
+static void console_stdout(const char *text, size_t len, void *ctx)
+{
+	(void)ctx;
+	fwrite(text, 1, len, stdout);
+	fflush(stdout);
+}
+
 void use_stderr_log(void)
 {
 	sl_log_set(log_line, SL_LOG_WARNING, NULL);
+	sl_console_set(console_stdout, NULL);
 }
 
 int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_datadir **out,

@@ -225,7 +225,8 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 						   [SL_OUTPUT_UPDATE] = "update",
 						   [SL_OUTPUT_COMPLETE] = "complete"};
 	static const char *const sink_formats[] = {
-	    [SL_SINK_JSON] = "json", [SL_SINK_CSV] = "csv", [SL_SINK_PARQUET] = "parquet"};
+	    [SL_SINK_JSON] = "json", [SL_SINK_CSV] = "csv", [SL_SINK_PARQUET] = "parquet",
+	    [SL_SINK_CONSOLE] = "console"};
 	const struct sl_schema *s = &q->source.schema;
 
 	switch (f) {

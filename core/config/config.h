@@ -108,7 +108,7 @@ struct sl_aggregate {
 };
 
 enum sl_output_mode { SL_OUTPUT_APPEND, SL_OUTPUT_UPDATE, SL_OUTPUT_COMPLETE };
-enum sl_sink_format { SL_SINK_JSON, SL_SINK_CSV, SL_SINK_PARQUET };
+enum sl_sink_format { SL_SINK_JSON, SL_SINK_CSV, SL_SINK_PARQUET, SL_SINK_CONSOLE };
 enum sl_compression { SL_COMPRESSION_NONE, SL_COMPRESSION_ZSTD };
 
 /* No trigger means event-driven: run while there is backlog, else wait for a landing. */
@@ -146,6 +146,8 @@ struct sl_query_config {
 
 	struct sl_schema out; /* output row columns: the source schema, or window, groups, aggs */
 	enum sl_sink_format sink_format; /* sink.format; default json */
+	int64_t console_rows;		 /* console: numRows, >= 0; default 20 */
+	bool console_truncate;		 /* console: truncate; default true */
 	enum sl_compression compression; /* sink.compression; default none (zstd for parquet) */
 	uint64_t row_group_bytes;	 /* sink.rowGroupSize (parquet); 0: the default, 64 MiB */
 	size_t *partition_by;		 /* sink.partitionBy as indexes into out.cols, in order */

@@ -715,11 +715,42 @@ static int walk_aggregate(struct walk *w, json_t *a, struct sl_query_config *q)
 	return 0;
 }
 
+/* console's numRows and truncate; the file sinks' options refused for it. */
+static int walk_console(struct walk *w, json_t *sink, struct sl_query_config *q)
+{
+	static const char *const file_only[] = {"compression", "partitionBy", "rowGroupSize",
+						NULL};
+	static const char *const console_only[] = {"numRows", "truncate", NULL};
+	bool console = q->sink_format == SL_SINK_CONSOLE;
+	const char *const *refused = console ? file_only : console_only;
+	size_t old;
+	int rc;
+
+	q->console_rows = 20;
+	q->console_truncate = true;
+	for (size_t i = 0; refused[i]; i++) {
+		if (!json_object_get(sink, refused[i]))
+			continue;
+		old = push_key(w, refused[i]);
+		rc = wfail(w, console ? "not an option of the console sink"
+				      : "only for the console format");
+		pop(w, old);
+		return rc;
+	}
+	if (!console)
+		return 0;
+	struct field f = {"truncate", K_BOOL, &q->console_truncate, 0};
+	if ((rc = read_field(w, sink, &f, NULL)))
+		return rc;
+	return read_nonneg(w, sink, "numRows", INT32_MAX - 1, &q->console_rows);
+}
+
 static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 {
-	static const char *const keys[] = {"format", "compression", "partitionBy", "rowGroupSize",
+	static const char *const keys[] = {"format",	  "compression", "partitionBy",
+					   "rowGroupSize", "numRows",	  "truncate",
 					   NULL};
-	static const char *const formats[] = {"json", "csv", "parquet", NULL};
+	static const char *const formats[] = {"json", "csv", "parquet", "console", NULL};
 	static const char *const codecs[] = {"none", "zstd", NULL};
 	json_t *pb, *e;
 	char msg[512];
@@ -738,6 +769,8 @@ static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 	if (!rc)
 		rc = read_enum(w, sink, "compression", codecs, &v);
 	q->compression = (enum sl_compression)v;
+	if (!rc)
+		rc = walk_console(w, sink, q);
 	if (!rc && json_object_get(sink, "rowGroupSize")) {
 		struct field f = {"rowGroupSize", K_SIZE, &q->row_group_bytes, 0};
 		if (q->sink_format != SL_SINK_PARQUET) {

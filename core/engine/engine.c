@@ -26,6 +26,7 @@
 #include "ops.h"
 #include "qindex.h"
 #include "qlog.h"
+#include "sink_console.h"
 #include "sink_file.h"
 #include "source_file.h"
 #include "source_rate.h"
@@ -230,6 +231,12 @@ static const struct sl_source_ops *source_ops(const struct sl_query_config *q)
 	}
 }
 
+/* The sink behind a query's sink.format. */
+static const struct sl_sink_ops *sink_ops(const struct sl_query_config *q)
+{
+	return q->sink_format == SL_SINK_CONSOLE ? &sl_sink_console : &sl_sink_file;
+}
+
 struct error_rec {
 	uint32_t qid;
 	const char *text;
@@ -249,7 +256,7 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 {
 	struct sl_catalog *cat = sl_land_catalog(l);
 	struct plan p = {.q = q, .stop = lim->stop, .sops = source_ops(q),
-			 .kops = &sl_sink_file};
+			 .kops = sink_ops(q)};
 	uint64_t done = 0;
 	struct sl_ops *ops = NULL;
 	struct sl_decode_stats st;

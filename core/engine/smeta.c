@@ -115,8 +115,8 @@ static int find_qid(void *ctx, const char *name, uint32_t qid)
 static bool shown(const struct sl_smeta *sm, const char *name)
 {
 	const struct sl_query_config *q = sm->cfg ? sl_config_find(sm->cfg, name) : NULL;
-	/* every sink is a file sink (json, csv, parquet); Spark's refuses other modes */
-	return q && q->output_mode == SL_OUTPUT_APPEND;
+	/* file sinks (json, csv, parquet) in append mode: Spark's refuses other modes */
+	return q && q->sink_format != SL_SINK_CONSOLE && q->output_mode == SL_OUTPUT_APPEND;
 }
 
 /* The query qid when its log is shown: 0, ENOENT, or an error. */

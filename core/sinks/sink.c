@@ -406,6 +406,11 @@ static void fmt_scalar(char *out, enum sl_type t, const union sl_cell *v, bool i
 	}
 }
 
+void sl_sink_fmt_scalar(char *out, enum sl_type t, const union sl_cell *v)
+{
+	fmt_scalar(out, t, v, false);
+}
+
 /*
  * What formatting a row needs besides its values: the query, the columns
  * left out, each JSON field's `"name":` escaped once, and the text of the

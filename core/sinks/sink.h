@@ -134,4 +134,11 @@ int sl_sink_pq_open(const struct sl_query_config *q, sl_pq_write_fn fn, void *ct
 int sl_sink_pq_part(const struct sl_query_config *q, const struct sl_batch *b, const size_t *idx,
 		    size_t n, void **data, size_t *len);
 
+/*
+ * A non-null BIGINT, INT, DOUBLE, BOOLEAN, TIMESTAMP or DATE value as
+ * Spark casts it to a string ("2026-10-04 12:00:00", Java's
+ * Double.toString) into out (>= 48 bytes); "" for STRING and WINDOW.
+ */
+void sl_sink_fmt_scalar(char *out, enum sl_type t, const union sl_cell *v);
+
 #endif
