@@ -17,6 +17,7 @@ const char *sl_strerror(int rc)
 	case SL_EVERSION: return "catalog version is not supported";
 	case SL_EMAPFULL: return "catalog map is full";
 	case SL_EMALFORMED: return "malformed record";
+	case SL_ECOMMAND: return "the command failed";
 	}
 	if (rc > 0)
 		return strerror(rc);

@@ -15,6 +15,7 @@ enum sl_err {
 	SL_EVERSION = -30006,  /* catalog written by an incompatible version */
 	SL_EMAPFULL = -30007,  /* LMDB map full: grow and retry (internal) */
 	SL_EMALFORMED = -30008, /* a source record or value cannot be decoded */
+	SL_ECOMMAND = -30009,  /* a command a sink or source ran failed (retried) */
 };
 
 /* Describes rc (either kind). The string is static. */

@@ -32,7 +32,8 @@ enum field {
 	F_OUTPUT_MODE,
 	F_SINK_FORMAT,
 	F_PARTITION_BY,
-	F_SOURCE_SCHEMA,
+	F_SINK_COMMAND,  /* exec only: its line is left out for other sinks */
+	F_SOURCE_SCHEMA, /* checked apart: only the types of columns in state */
 	NFIELDS,
 };
 
@@ -52,6 +53,7 @@ static const struct {
     [F_SINK_FORMAT] = {"sink.format", "json"},
     [F_PARTITION_BY] = {"sink.partitionBy", ""},
     [F_SOURCE_SCHEMA] = {"source.schema", ""},
+    [F_SINK_COMMAND] = {"sink.command", ""},
 };
 
 static bool is_plain(char c)
@@ -226,7 +228,7 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 						   [SL_OUTPUT_COMPLETE] = "complete"};
 	static const char *const sink_formats[] = {
 	    [SL_SINK_JSON] = "json", [SL_SINK_CSV] = "csv", [SL_SINK_PARQUET] = "parquet",
-	    [SL_SINK_CONSOLE] = "console"};
+	    [SL_SINK_CONSOLE] = "console", [SL_SINK_EXEC] = "exec"};
 	const struct sl_schema *s = &q->source.schema;
 
 	switch (f) {
@@ -266,6 +268,13 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 	case F_SOURCE_SCHEMA:
 		put_state_schema(b, q);
 		break;
+	case F_SINK_COMMAND: /* exec: the words, each quoted as a name when it must be */
+		for (size_t i = 0; i < q->exec_argc; i++) {
+			if (i)
+				sl_strbuf_addc(b, ' ');
+			put_name(b, q->exec_argv[i]);
+		}
+		break;
 	case NFIELDS:
 		break;
 	}
@@ -299,6 +308,8 @@ int sl_compat_describe(const struct sl_query_config *q, char **out, size_t *len)
 	for (int f = 0; f < NFIELDS; f++) {
 		raw.len = 0;
 		put_field(&raw, q, (enum field)f);
+		if (f == F_SINK_COMMAND && raw.len == 0)
+			continue; /* only exec sinks have the line: older records stay equal */
 		sl_strbuf_adds(&b, fields[f].key);
 		sl_strbuf_addc(&b, '=');
 		put_escaped(&b, raw.p, raw.len);

@@ -765,6 +765,9 @@ static void query_release(struct sl_query_config *q)
 	free(q->aggs);
 	sl_config_schema_release(&q->out);
 	free(q->partition_by);
+	for (size_t i = 0; i < q->exec_argc; i++)
+		free(q->exec_argv[i]);
+	free(q->exec_argv);
 }
 
 void sl_config_free(struct sl_config *c)

@@ -108,7 +108,7 @@ struct sl_aggregate {
 };
 
 enum sl_output_mode { SL_OUTPUT_APPEND, SL_OUTPUT_UPDATE, SL_OUTPUT_COMPLETE };
-enum sl_sink_format { SL_SINK_JSON, SL_SINK_CSV, SL_SINK_PARQUET, SL_SINK_CONSOLE };
+enum sl_sink_format { SL_SINK_JSON, SL_SINK_CSV, SL_SINK_PARQUET, SL_SINK_CONSOLE, SL_SINK_EXEC };
 enum sl_compression { SL_COMPRESSION_NONE, SL_COMPRESSION_ZSTD };
 
 /* No trigger means event-driven: run while there is backlog, else wait for a landing. */
@@ -148,6 +148,10 @@ struct sl_query_config {
 	enum sl_sink_format sink_format; /* sink.format; default json */
 	int64_t console_rows;		 /* console: numRows, >= 0; default 20 */
 	bool console_truncate;		 /* console: truncate; default true */
+	char **exec_argv;		 /* exec: command, NULL-terminated, each non-empty */
+	size_t exec_argc;		 /* exec: its words, >= 1 */
+	bool exec_csv;			 /* exec: input csv (with a header) rather than json */
+	int64_t exec_timeout_us;	 /* exec: timeout, > 0; default 5 minutes */
 	enum sl_compression compression; /* sink.compression; default none (zstd for parquet) */
 	uint64_t row_group_bytes;	 /* sink.rowGroupSize (parquet); 0: the default, 64 MiB */
 	size_t *partition_by;		 /* sink.partitionBy as indexes into out.cols, in order */

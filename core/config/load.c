@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "err.h"
@@ -715,28 +717,101 @@ static int walk_aggregate(struct walk *w, json_t *a, struct sl_query_config *q)
 	return 0;
 }
 
-/* console's numRows and truncate; the file sinks' options refused for it. */
-static int walk_console(struct walk *w, json_t *sink, struct sl_query_config *q)
+/* Refuses the keys of sink that are not options of its format. */
+static int refuse_keys(struct walk *w, json_t *sink, const char *const *keys, const char *why)
+{
+	size_t old;
+	int rc;
+
+	for (size_t i = 0; keys[i]; i++) {
+		if (!json_object_get(sink, keys[i]))
+			continue;
+		old = push_key(w, keys[i]);
+		rc = wfail(w, "%s", why);
+		pop(w, old);
+		return rc;
+	}
+	return 0;
+}
+
+/* exec's command (required, words), input and timeout. */
+static int walk_exec(struct walk *w, json_t *sink, struct sl_query_config *q)
+{
+	static const char *const inputs[] = {"json", "csv", NULL};
+	json_t *cmd = json_object_get(sink, "command"), *e;
+	struct field f = {"timeout", K_DURATION, &q->exec_timeout_us, 0};
+	size_t i, old;
+	int v = 0, rc;
+
+	if (!cmd)
+		return missing(w, "command");
+	old = push_key(w, "command");
+	if (!json_is_array(cmd) || json_array_size(cmd) == 0) {
+		rc = wfail(w, "expected an array of words, the program first");
+		pop(w, old);
+		return rc;
+	}
+	q->exec_argv = calloc(json_array_size(cmd) + 1, sizeof(*q->exec_argv));
+	if (!q->exec_argv) {
+		pop(w, old);
+		return ENOMEM;
+	}
+	json_array_foreach(cmd, i, e) {
+		if (!json_is_string(e) || !json_string_value(e)[0]) {
+			size_t o2 = push_index(w, i);
+			rc = wfail(w, "expected a non-empty string");
+			pop(w, o2);
+			pop(w, old);
+			return rc;
+		}
+		if (!(q->exec_argv[i] = strdup(json_string_value(e)))) {
+			pop(w, old);
+			return ENOMEM;
+		}
+		q->exec_argc = i + 1;
+	}
+	pop(w, old);
+	if ((rc = read_enum(w, sink, "input", inputs, &v)))
+		return rc;
+	q->exec_csv = v == 1;
+	q->exec_timeout_us = 300000000; /* 5 minutes */
+	if ((rc = read_field(w, sink, &f, NULL)))
+		return rc;
+	if (q->exec_timeout_us <= 0) {
+		old = push_key(w, "timeout");
+		rc = wfail(w, "expected a positive duration");
+		pop(w, old);
+	}
+	return rc;
+}
+
+/*
+ * The options that belong to one sink format: console's numRows and
+ * truncate, exec's command, input and timeout; the file sinks' options are
+ * refused for those two, and theirs for the others.
+ */
+static int walk_sink_options(struct walk *w, json_t *sink, struct sl_query_config *q)
 {
 	static const char *const file_only[] = {"compression", "partitionBy", "rowGroupSize",
 						NULL};
 	static const char *const console_only[] = {"numRows", "truncate", NULL};
-	bool console = q->sink_format == SL_SINK_CONSOLE;
-	const char *const *refused = console ? file_only : console_only;
-	size_t old;
+	static const char *const exec_only[] = {"command", "input", "timeout", NULL};
+	bool console = q->sink_format == SL_SINK_CONSOLE, exec = q->sink_format == SL_SINK_EXEC;
 	int rc;
 
 	q->console_rows = 20;
 	q->console_truncate = true;
-	for (size_t i = 0; refused[i]; i++) {
-		if (!json_object_get(sink, refused[i]))
-			continue;
-		old = push_key(w, refused[i]);
-		rc = wfail(w, console ? "not an option of the console sink"
-				      : "only for the console format");
-		pop(w, old);
+	if ((console || exec) &&
+	    (rc = refuse_keys(w, sink, file_only,
+			      console ? "not an option of the console sink"
+				      : "not an option of the exec sink")))
 		return rc;
-	}
+	if (!console && (rc = refuse_keys(w, sink, console_only, "only for the console format")))
+		return rc;
+	if (!exec && (rc = refuse_keys(w, sink, exec_only, "only for the exec format")))
+		return rc;
+	if (exec)
+		return walk_exec(w, sink, q);
 	if (!console)
 		return 0;
 	struct field f = {"truncate", K_BOOL, &q->console_truncate, 0};
@@ -747,10 +822,10 @@ static int walk_console(struct walk *w, json_t *sink, struct sl_query_config *q)
 
 static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 {
-	static const char *const keys[] = {"format",	  "compression", "partitionBy",
-					   "rowGroupSize", "numRows",	  "truncate",
-					   NULL};
-	static const char *const formats[] = {"json", "csv", "parquet", "console", NULL};
+	static const char *const keys[] = {"format",  "compression", "partitionBy", "rowGroupSize",
+					   "numRows", "truncate",    "command",	    "input",
+					   "timeout", NULL};
+	static const char *const formats[] = {"json", "csv", "parquet", "console", "exec", NULL};
 	static const char *const codecs[] = {"none", "zstd", NULL};
 	json_t *pb, *e;
 	char msg[512];
@@ -770,7 +845,7 @@ static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 		rc = read_enum(w, sink, "compression", codecs, &v);
 	q->compression = (enum sl_compression)v;
 	if (!rc)
-		rc = walk_console(w, sink, q);
+		rc = walk_sink_options(w, sink, q);
 	if (!rc && json_object_get(sink, "rowGroupSize")) {
 		struct field f = {"rowGroupSize", K_SIZE, &q->row_group_bytes, 0};
 		if (q->sink_format != SL_SINK_PARQUET) {
@@ -997,6 +1072,43 @@ root_decref:
 	return rc;
 }
 
+/*
+ * A sluice.json that names a command (an exec sink) must be the daemon
+ * user's and writable by no one else, as sshd's StrictModes: whoever can
+ * write it can run commands as that user (CONNECTORS "Commands and secrets").
+ */
+static int check_owner(const struct sl_config *c, int fd, const char *path, char *err,
+		       size_t errlen)
+{
+	const struct sl_query_config *q = NULL;
+	struct stat st;
+
+	for (size_t k = 0; k < sl_config_nqueries(c) && !q; k++)
+		if (sl_config_query(c, k)->sink_format == SL_SINK_EXEC)
+			q = sl_config_query(c, k);
+	if (!q)
+		return 0;
+	if (fstat(fd, &st)) {
+		snprintf(err, errlen, "cannot stat '%s': %s", path, strerror(errno));
+		return SL_ECONFIG;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(err, errlen,
+			 "queries.%s.sink.command: '%s' names a command but is owned by uid %u, "
+			 "not by uid %u that runs it",
+			 q->name, path, (unsigned)st.st_uid, (unsigned)geteuid());
+		return SL_ECONFIG;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(err, errlen,
+			 "queries.%s.sink.command: '%s' names a command but is writable by %s "
+			 "(chmod go-w '%s')",
+			 q->name, path, st.st_mode & S_IWOTH ? "others" : "its group", path);
+		return SL_ECONFIG;
+	}
+	return 0;
+}
+
 int sl_config_load(const char *datadir, struct sl_config **out, char *err, size_t errlen)
 {
 	char path[4096], *text = NULL;
@@ -1033,6 +1145,10 @@ int sl_config_load(const char *datadir, struct sl_config **out, char *err, size_
 		goto text_free;
 	}
 	rc = sl_config_parse(text, len, path, out, err, errlen);
+	if (rc == 0 && (rc = check_owner(*out, fileno(f), path, err, errlen))) {
+		sl_config_free(*out);
+		*out = NULL;
+	}
 text_free:
 	free(text);
 	fclose(f);

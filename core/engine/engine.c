@@ -27,6 +27,7 @@
 #include "qindex.h"
 #include "qlog.h"
 #include "sink_console.h"
+#include "sink_exec.h"
 #include "sink_file.h"
 #include "source_file.h"
 #include "source_rate.h"
@@ -144,7 +145,10 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_ops *ops, stru
 	if (ops)
 		sl_ops_trim(ops);
 
-	if (rc) {
+	const char *why = rc && p->kops->error ? p->kops->error(p->sink) : "";
+	if (rc && why[0]) {
+		snprintf(r->error, sizeof(r->error), "batch %" PRIu64 ": %s", p->batch, why);
+	} else if (rc) {
 		if (format_failed)
 			snprintf(r->error, sizeof(r->error), "cannot format batch %" PRIu64 ": %s",
 				 p->batch, sl_strerror(rc));
@@ -234,7 +238,14 @@ static const struct sl_source_ops *source_ops(const struct sl_query_config *q)
 /* The sink behind a query's sink.format. */
 static const struct sl_sink_ops *sink_ops(const struct sl_query_config *q)
 {
-	return q->sink_format == SL_SINK_CONSOLE ? &sl_sink_console : &sl_sink_file;
+	switch (q->sink_format) {
+	case SL_SINK_CONSOLE:
+		return &sl_sink_console;
+	case SL_SINK_EXEC:
+		return &sl_sink_exec;
+	default:
+		return &sl_sink_file;
+	}
 }
 
 struct error_rec {
@@ -275,7 +286,7 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 	bool ready = false;
 	struct sl_source_args sa = {.l = l, .q = q, .qid = p.qid, .seq_limit = lim->seq_limit,
 				    .ignore_caps = lim->ignore_caps};
-	struct sl_sink_args ka = {.l = l, .q = q, .qid = p.qid};
+	struct sl_sink_args ka = {.l = l, .q = q, .qid = p.qid, .stop = lim->stop};
 	if ((rc = p.sops->open(&sa, &p.src)) || (rc = p.kops->open(&ka, &p.sink)))
 		goto fail;
 	/* cleanSource or a snapshot replace interrupted by a crash is redone first */

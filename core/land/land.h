@@ -82,6 +82,9 @@ struct sl_setattr {
  * length, unsettled blobs no record names are removed.
  */
 int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl_land **out);
+
+/* The data dir's absolute path (symbolic links resolved), borrowed until close. */
+const char *sl_land_datadir(const struct sl_land *l);
 /* Starts group commit: call in the process that serves (after a fork). */
 int sl_land_start(struct sl_land *l);
 /* Calls fn(ctx) after each landing (any thread). Set before serving. */

@@ -30,6 +30,7 @@ struct sl_land {
 	atomic_ulong *in_flight;    /* in the shared page of DATA_DIR/lock */
 	atomic_ulong in_flight_local; /* when that page cannot be mapped */
 	void *shared;               /* the mapped page, or NULL */
+	char *datadir;              /* absolute (realpath), for commands' working folder */
 	atomic_ulong *latency;      /* SL_LAND_LAT_NBUCKET counts, then the sum (ns): shared page */
 	atomic_ulong latency_local[SL_LAND_LAT_NBUCKET + 1]; /* when that page cannot be mapped */
 	atomic_ulong publishing;    /* publishes queued, not yet done */

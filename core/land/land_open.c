@@ -238,6 +238,10 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 		goto free_l;
 	}
 	l->strict = opts && opts->strict;
+	if (!(l->datadir = realpath(datadir, NULL))) {
+		rc = errno;
+		goto free_l;
+	}
 	map_shared(l, datadir);
 	pthread_rwlockattr_t ra;
 	pthread_rwlockattr_init(&ra);
@@ -287,6 +291,7 @@ free_l:
 		munmap(l->shared, SL_SHARED_SIZE);
 	free(l->by_id);
 	free(l->by_name);
+	free(l->datadir);
 	free(l);
 	return rc;
 }
@@ -393,7 +398,13 @@ void sl_land_close(struct sl_land *l)
 	}
 	free(l->by_id);
 	free(l->by_name);
+	free(l->datadir);
 	free(l);
+}
+
+const char *sl_land_datadir(const struct sl_land *l)
+{
+	return l->datadir;
 }
 
 /* ---- sluice land ---- */

@@ -36,6 +36,7 @@ struct sl_sink_args {
 	struct sl_land *l;               /* the namespace out/ is part of; borrowed */
 	const struct sl_query_config *q; /* borrowed until close() */
 	uint32_t qid;                    /* the query's checkpoint id */
+	const volatile bool *stop;       /* set when the run must end (unmount); NULL: never */
 };
 
 /* What a committed batch wrote, for the progress report. */
@@ -83,6 +84,13 @@ struct sl_sink_ops {
 	 * cut short). Opens its own transactions. Idempotent.
 	 */
 	int (*settle)(struct sl_sink *s);
+
+	/*
+	 * Why the last write() or commit() failed, in words that name the
+	 * cause ("exec: 'cmd' exited with status 3: <its last stderr line>"),
+	 * or "" to let the caller say it. NULL ok.
+	 */
+	const char *(*error)(const struct sl_sink *s);
 
 	/* Progress's description ("FileSink[out/<query>]") into buf. */
 	void (*describe)(const struct sl_sink *s, char *buf, size_t len);

@@ -23,7 +23,8 @@ struct sl_datadir {
 	int lock_fd;
 };
 
-static const char *const ours[] = {"catalog", "blobs", "sluice.json", "lock", "reserve"};
+/* exec/: the exec sink's commands' working folders (core/sinks/exec.c) */
+static const char *const ours[] = {"catalog", "blobs", "sluice.json", "lock", "reserve", "exec"};
 
 /*
  * Scans the folder: *fresh when it holds nothing of sluice's but perhaps
