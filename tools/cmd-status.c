@@ -6,8 +6,11 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "catalog.h"
 #include "datadir.h"
@@ -22,7 +25,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sluice status [--prometheus] DATA_DIR\n"
+	fprintf(f, "usage: sluice status [--json] [--watch | --prometheus] DATA_DIR\n"
 		   "\n"
 		   "Prints 'landing files=N bytes=N in_flight=N refused=ERRNO:n,...' (refused=-\n"
 		   "when none). Read-only and lock-free: it works while the data dir is mounted;\n"
@@ -30,6 +33,13 @@ static void usage(FILE *f)
 		   "Then one line per query of sluice.json: '<name> batch=<id or -> rows=<n>\n"
 		   "backlog=<files>/<bytes> watermark=<ISO or -> error=<lastError or ->'.\n"
 		   "\n"
+		   "  --json        one JSON object instead: landing counters, and per query\n"
+		   "                source, sink, guarantee, batch, rows, backlog, watermark,\n"
+		   "                lastError\n"
+		   "  --watch       refresh every second until interrupted; a query draining\n"
+		   "                a backlog gets a progress line (files and bytes left,\n"
+		   "                rate, ETA); a screen on a terminal, plain lines otherwise\n"
+		   "                (with --json: one object per line)\n"
 		   "  --prometheus  print the metrics of the mount's status/metrics instead,\n"
 		   "                in Prometheus's text format\n"
 		   "\n"
@@ -69,30 +79,152 @@ static void print_refused(const struct sl_land_counters *c)
 	printf("%s\n", n ? "" : "-");
 }
 
-/* "<name> batch=<id or -> rows=<n> backlog=<files>/<bytes> watermark=<ISO or -> error=<..>" */
-static int print_query(struct sl_txn *t, const struct sl_query_config *q)
-{
-	const char *name = q->name;
-	char wm[SL_TIMESTAMP_BUFSZ] = "-";
-	struct sl_engine_status es = {0};
-	struct sl_backlog b = {0};
-	uint32_t qid;
-	char batch[24] = "-";
-	int rc = t ? sl_qindex_backlog(t, name, &b) : SL_NOTFOUND;
+/* One query as status shows it, from one read transaction. */
+struct qsnap {
+	const struct sl_query_config *q;
+	struct sl_engine_status es;
+	struct sl_backlog b;
+};
 
+/* What status shows, as of one read transaction (t NULL: a new data dir). */
+struct snap {
+	struct sl_land_counters c;
+	struct qsnap *qs;
+	size_t n;
+	int64_t at_ms; /* wall clock when taken */
+};
+
+static int qsnap_read(struct sl_txn *t, const struct sl_query_config *q, struct qsnap *out)
+{
+	uint32_t qid;
+	int rc = t ? sl_qindex_backlog(t, q->name, &out->b) : SL_NOTFOUND;
+
+	memset(&out->es, 0, sizeof(out->es));
+	out->q = q;
 	if (rc && rc != SL_NOTFOUND)
 		return rc;
-	if (rc == 0 && (rc = sl_qindex_qid(t, name, &qid)) == 0 &&
-	    (rc = sl_engine_status(t, qid, &es)))
-		return rc;
-	if (es.has_batch)
-		snprintf(batch, sizeof(batch), "%" PRIu64, es.batch);
-	if (q->has_watermark)
-		sl_timestamp_format(es.wm_ms * 1000, wm);
+	if (rc == SL_NOTFOUND) {
+		memset(&out->b, 0, sizeof(out->b));
+		return 0; /* never started */
+	}
+	if ((rc = sl_qindex_qid(t, q->name, &qid)) == 0)
+		rc = sl_engine_status(t, qid, &out->es);
+	return rc == SL_NOTFOUND ? 0 : rc;
+}
+
+/* Fills s from t (NULL: zeros) and the running mount's shared page. */
+static int snap_read(struct snap *s, struct sl_txn *t, const struct sl_config *cfg,
+		     const char *datadir)
+{
+	struct timespec now;
+	int rc = 0;
+
+	memset(&s->c, 0, sizeof(s->c));
+	sl_land_shared_in_flight(datadir, &s->c.in_flight);
+	if (t)
+		rc = sl_land_counters_read(t, &s->c);
+	s->n = sl_config_nqueries(cfg);
+	for (size_t k = 0; rc == 0 && k < s->n; k++)
+		rc = qsnap_read(t, sl_config_query(cfg, k), &s->qs[k]);
+	clock_gettime(CLOCK_REALTIME, &now);
+	s->at_ms = now.tv_sec * 1000ll + now.tv_nsec / 1000000;
+	return rc;
+}
+
+/* "<name> batch=<id or -> rows=<n> backlog=<files>/<bytes> watermark=<ISO or -> error=<..>" */
+static void print_query(const struct qsnap *x)
+{
+	char wm[SL_TIMESTAMP_BUFSZ] = "-";
+	char batch[24] = "-";
+
+	if (x->es.has_batch)
+		snprintf(batch, sizeof(batch), "%" PRIu64, x->es.batch);
+	if (x->q->has_watermark)
+		sl_timestamp_format(x->es.wm_ms * 1000, wm);
 	printf("%s batch=%s rows=%" PRIu64 " backlog=%" PRIu64 "/%" PRIu64
 	       " watermark=%s error=%s\n",
-	       name, batch, es.rows, b.files, b.bytes, wm, es.error[0] ? es.error : "-");
-	return 0;
+	       x->q->name, batch, x->es.rows, x->b.files, x->b.bytes, wm,
+	       x->es.error[0] ? x->es.error : "-");
+}
+
+static void print_plain(const struct snap *s)
+{
+	printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64,
+	       s->c.files_landed, s->c.bytes_landed, s->c.in_flight);
+	print_refused(&s->c);
+	for (size_t k = 0; k < s->n; k++)
+		print_query(&s->qs[k]);
+}
+
+/* A JSON string literal of text. */
+static void json_str(const char *text)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
+/* --json: one object, on one line. */
+static void print_json(const struct snap *s)
+{
+	static const char *const sinks[] = {"json", "csv", "parquet", "console", "exec"};
+	static const char *const sources[] = {"json", "csv", "text", "rate", "rate-micro-batch"};
+	char ts[SL_TIMESTAMP_BUFSZ];
+	bool first = true;
+
+	sl_timestamp_format(s->at_ms * 1000, ts);
+	printf("{\"timestamp\":\"%s\",\"landing\":{\"filesLanded\":%" PRIu64
+	       ",\"bytesLanded\":%" PRIu64 ",\"filesInFlight\":%" PRIu64
+	       ",\"tempAbandoned\":%" PRIu64 ",\"refused\":{",
+	       ts, s->c.files_landed, s->c.bytes_landed, s->c.in_flight, s->c.temp_abandoned);
+	for (int e = 1; e < SL_ERRNO_MAX; e++) {
+		if (!s->c.refused[e])
+			continue;
+		const char *name = sl_errno_name(e);
+		printf("%s\"", first ? "" : ",");
+		if (name)
+			printf("%s", name);
+		else
+			printf("E%d", e);
+		printf("\":%" PRIu64, s->c.refused[e]);
+		first = false;
+	}
+	printf("}},\"queries\":[");
+	for (size_t k = 0; k < s->n; k++) {
+		const struct qsnap *x = &s->qs[k];
+		printf("%s{\"name\":", k ? "," : "");
+		json_str(x->q->name);
+		printf(",\"source\":\"%s\",\"sink\":\"%s\",\"guarantee\":\"%s\",\"batch\":",
+		       sources[x->q->source.format], sinks[x->q->sink_format],
+		       x->q->sink_format >= SL_SINK_CONSOLE ? "at-least-once" : "exactly-once");
+		if (x->es.has_batch)
+			printf("%" PRIu64, x->es.batch);
+		else
+			printf("null");
+		printf(",\"rows\":%" PRIu64 ",\"backlog\":{\"files\":%" PRIu64
+		       ",\"bytes\":%" PRIu64 "},\"watermark\":",
+		       x->es.rows, x->b.files, x->b.bytes);
+		if (x->q->has_watermark) {
+			sl_timestamp_format(x->es.wm_ms * 1000, ts);
+			printf("\"%s\"", ts);
+		} else {
+			printf("null");
+		}
+		printf(",\"lastError\":");
+		if (x->es.error[0])
+			json_str(x->es.error);
+		else
+			printf("null");
+		printf("}");
+	}
+	printf("]}\n");
 }
 
 /*
@@ -120,91 +252,279 @@ static int print_metrics(struct sl_txn *t, const struct sl_config *cfg, const ch
 	return 0;
 }
 
-/* The options: -1 with *datadir and *prometheus set, or the exit code to return. */
-static int parse_args(int argc, char **argv, const char **datadir, bool *prometheus)
+/* ---- --watch ---- */
+
+static volatile sig_atomic_t quit;
+
+static void on_quit(int sig)
+{
+	(void)sig;
+	quit = 1;
+}
+
+/* A query's drain between refreshes: how far it is through its backlog, how fast. */
+struct drain {
+	uint64_t peak_files, peak_bytes; /* the backlog since it was last empty */
+	uint64_t prev_files;
+	int64_t prev_ms;
+	double rate; /* files per second the backlog shrinks by (smoothed), or 0 */
+};
+
+static void drain_update(struct drain *d, const struct qsnap *x, int64_t now_ms)
+{
+	if (x->b.files == 0) {
+		*d = (struct drain){.prev_ms = now_ms};
+		return;
+	}
+	if (x->b.files > d->peak_files)
+		d->peak_files = x->b.files;
+	if (x->b.bytes > d->peak_bytes)
+		d->peak_bytes = x->b.bytes;
+	if (d->prev_ms && now_ms > d->prev_ms) {
+		double r = ((double)d->prev_files - (double)x->b.files) * 1000.0 /
+			   (double)(now_ms - d->prev_ms);
+		if (r < 0)
+			r = 0; /* landings outpace it: no estimate */
+		d->rate = d->rate > 0 ? 0.7 * d->rate + 0.3 * r : r;
+	}
+	d->prev_files = x->b.files;
+	d->prev_ms = now_ms;
+}
+
+static void human_bytes(uint64_t n, char *out, size_t len)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)n;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+/* "  [#####-----]  50%  N files (B) left  R files/s  ETA S s", or plain key=value. */
+static void print_drain(const struct qsnap *x, const struct drain *d, bool tty)
+{
+	int pct = d->peak_files ? (int)(100 * (d->peak_files - x->b.files) / d->peak_files) : 0;
+	char eta[32] = "-", left[32];
+
+	if (d->rate > 0)
+		snprintf(eta, sizeof(eta), "%.0fs", (double)x->b.files / d->rate);
+	if (!tty) {
+		printf("%s left=%" PRIu64 "/%" PRIu64 " done=%d%% rate=%.1f eta=%s\n", x->q->name,
+		       x->b.files, x->b.bytes, pct, d->rate, eta);
+		return;
+	}
+	char bar[21];
+	for (int i = 0; i < 20; i++)
+		bar[i] = i < pct / 5 ? '#' : '-';
+	bar[20] = 0;
+	human_bytes(x->b.bytes, left, sizeof(left));
+	printf("  [%s] %3d%%  %" PRIu64 " files (%s) left  %.1f files/s  ETA %s\n", bar, pct,
+	       x->b.files, left, d->rate, eta);
+}
+
+/* One refresh: a screen on a terminal, else the plain lines after a timestamp line. */
+static void print_watch(const struct snap *s, struct drain *dr, const char *datadir, bool tty)
+{
+	char ts[SL_TIMESTAMP_BUFSZ];
+
+	sl_timestamp_format(s->at_ms * 1000, ts);
+	if (tty)
+		printf("\033[H\033[J%s  %s  (Ctrl-C quits)\n", datadir, ts);
+	else
+		printf("at %s\n", ts);
+	printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64,
+	       s->c.files_landed, s->c.bytes_landed, s->c.in_flight);
+	print_refused(&s->c);
+	for (size_t k = 0; k < s->n; k++) {
+		drain_update(&dr[k], &s->qs[k], s->at_ms);
+		print_query(&s->qs[k]);
+		if (s->qs[k].b.files)
+			print_drain(&s->qs[k], &dr[k], tty);
+	}
+	fflush(stdout);
+}
+
+/* The catalog, read-only; SL_NOTFOUND while the data dir has none yet. */
+static int open_catalog(const char *datadir, struct sl_catalog **cat)
+{
+	char path[4096];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/catalog", datadir);
+	if (stat(path, &st) != 0)
+		return errno == ENOENT ? SL_NOTFOUND : errno;
+	return sl_catalog_open(path, SL_CATALOG_RDONLY | SL_CATALOG_RANDOM, cat);
+}
+
+/* One snapshot: from the catalog when there is one (cat may be NULL: a new data dir). */
+static int take(struct sl_catalog *cat, struct snap *s, const struct sl_config *cfg,
+		const char *datadir)
+{
+	struct sl_txn *t = NULL;
+	int rc;
+
+	if (cat && (rc = sl_catalog_read(cat, &t)))
+		return rc;
+	rc = snap_read(s, t, cfg, datadir);
+	sl_txn_end(t);
+	return rc;
+}
+
+static int watch(struct sl_catalog **cat, struct snap *s, const struct sl_config *cfg,
+		 const char *datadir, bool json)
+{
+	size_t n = sl_config_nqueries(cfg);
+	struct drain *dr = calloc(n ? n : 1, sizeof(*dr));
+	bool tty = isatty(STDOUT_FILENO);
+	struct sigaction sa = {.sa_handler = on_quit};
+	int rc = 0;
+
+	if (!dr)
+		return ENOMEM;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_DFL); /* `| head` ends it */
+	while (!quit && rc == 0) {
+		if (!*cat && (rc = open_catalog(datadir, cat)) == SL_NOTFOUND)
+			rc = 0; /* not mounted yet: zeros until it is */
+		if (rc == 0 && (rc = take(*cat, s, cfg, datadir)) == 0) {
+			if (json)
+				print_json(s);
+			else
+				print_watch(s, dr, datadir, tty);
+			fflush(stdout);
+		}
+		for (int i = 0; i < 10 && !quit && rc == 0; i++) {
+			struct timespec tenth = {0, 100000000};
+			nanosleep(&tenth, NULL);
+		}
+	}
+	free(dr);
+	return rc;
+}
+
+/* ---- the command ---- */
+
+struct status_opts {
+	const char *datadir;
+	bool prometheus, json, watch;
+};
+
+/* The options: -1 with o set, or the exit code to return. */
+static int parse_args(int argc, char **argv, struct status_opts *o)
 {
 	static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
 						 {"prometheus", no_argument, NULL, 'p'},
+						 {"json", no_argument, NULL, 'j'},
+						 {"watch", no_argument, NULL, 'w'},
 						 {NULL, 0, NULL, 0}};
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (c == 'h') {
+		switch (c) {
+		case 'h':
 			usage(stdout);
 			return SL_EXIT_OK;
+		case 'p':
+			o->prometheus = true;
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'w':
+			o->watch = true;
+			break;
+		default:
+			usage(stderr);
+			return SL_EXIT_USAGE;
 		}
-		if (c == 'p') {
-			*prometheus = true;
-			continue;
-		}
-		usage(stderr);
+	}
+	if (o->prometheus && (o->json || o->watch)) {
+		die_msg("status", "--prometheus goes with neither --json nor --watch");
 		return SL_EXIT_USAGE;
 	}
 	if (argc - optind != 1) {
 		die_msg("status", "expected DATA_DIR (see 'sluice status --help')");
 		return SL_EXIT_USAGE;
 	}
-	*datadir = argv[optind];
+	o->datadir = argv[optind];
 	return -1;
+}
+
+/* Prints what o asks for; cat may be NULL (a new data dir). */
+static int show(struct sl_catalog **cat, const struct sl_config *cfg, const struct status_opts *o)
+{
+	struct snap s = {0};
+	struct sl_txn *t = NULL;
+	int rc;
+
+	s.qs = calloc(sl_config_nqueries(cfg) ? sl_config_nqueries(cfg) : 1, sizeof(*s.qs));
+	if (!s.qs)
+		return ENOMEM;
+	if (o->watch) {
+		rc = watch(cat, &s, cfg, o->datadir, o->json);
+	} else if (o->prometheus) {
+		struct sl_land_counters *c = calloc(1, sizeof(*c));
+		rc = c ? 0 : ENOMEM;
+		if (rc == 0 && *cat)
+			rc = sl_catalog_read(*cat, &t);
+		if (rc == 0) {
+			sl_land_shared_in_flight(o->datadir, &c->in_flight);
+			if (t)
+				rc = sl_land_counters_read(t, c);
+		}
+		if (rc == 0)
+			rc = print_metrics(t, cfg, o->datadir, c);
+		sl_txn_end(t);
+		free(c);
+	} else if ((rc = take(*cat, &s, cfg, o->datadir)) == 0) {
+		if (o->json)
+			print_json(&s);
+		else
+			print_plain(&s);
+	}
+	free(s.qs);
+	return rc;
 }
 
 int cmd_status(int argc, char **argv)
 {
-	struct sl_land_counters *c = NULL;
+	struct status_opts o = {0};
 	struct sl_datadir *d = NULL;
 	struct sl_config *cfg = NULL;
-	struct sl_catalog *cat;
-	struct sl_txn *t;
+	struct sl_catalog *cat = NULL;
 	const char *what;
-	char path[4096];
+	char err[512];
 	int rc;
 
 	use_stderr_log();
-	const char *datadir;
-	bool prometheus = false;
-	if ((rc = parse_args(argc, argv, &datadir, &prometheus)) >= 0)
+	if ((rc = parse_args(argc, argv, &o)) >= 0)
 		return rc;
-	rc = sl_datadir_open(datadir, 0, &d, &what);
+	rc = sl_datadir_open(o.datadir, 0, &d, &what);
 	bool fresh = rc == SL_NOTFOUND; /* a new data dir: nothing landed yet */
 	if (fresh)
 		rc = 0;
 	if (rc == SL_ENOTSLUICE) {
-		die_msg("status", "'%s' is not a sluice data dir (it holds '%s')", datadir,
+		die_msg("status", "'%s' is not a sluice data dir (it holds '%s')", o.datadir,
 			what ? what : "?");
 		return SL_EXIT_DATADIR;
 	}
 	if (rc) {
-		die_msg("status", "cannot open data dir '%s': %s", datadir, sl_strerror(rc));
+		die_msg("status", "cannot open data dir '%s': %s", o.datadir, sl_strerror(rc));
 		return SL_EXIT_FAILURE;
 	}
-	char err[512];
-	rc = sl_config_load(datadir, &cfg, err, sizeof(err));
+	rc = sl_config_load(o.datadir, &cfg, err, sizeof(err));
 	if (rc) {
 		die_msg("status", "invalid config: %s", rc == SL_ECONFIG ? err : sl_strerror(rc));
 		sl_datadir_close(d);
 		return rc == SL_ECONFIG ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
 	}
-	if (fresh) {
-		struct sl_land_counters *zero = calloc(1, sizeof(*zero));
-		rc = zero ? 0 : ENOMEM;
-		if (zero && prometheus)
-			rc = print_metrics(NULL, cfg, datadir, zero);
-		else if (zero)
-			printf("landing files=0 bytes=0 in_flight=0 refused=-\n");
-		for (size_t k = 0; zero && !prometheus && k < sl_config_nqueries(cfg); k++)
-			print_query(NULL, sl_config_query(cfg, k));
-		free(zero);
-		sl_config_free(cfg);
-		if (rc) {
-			die_msg("status", "cannot render metrics: %s", sl_strerror(rc));
-			return SL_EXIT_FAILURE;
-		}
-		return SL_EXIT_OK;
-	}
-	snprintf(path, sizeof(path), "%s/catalog", datadir);
-	rc = sl_catalog_open(path, SL_CATALOG_RDONLY | SL_CATALOG_RANDOM, &cat);
-	if (rc) {
-		die_msg("status", "cannot open catalog of '%s': %s", datadir, sl_strerror(rc));
+	if (!fresh && (rc = open_catalog(o.datadir, &cat))) {
+		die_msg("status", "cannot open catalog of '%s': %s", o.datadir, sl_strerror(rc));
 		sl_config_free(cfg);
 		sl_datadir_close(d);
 		return rc == SL_ECORRUPT || rc == SL_EVERSION ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
@@ -213,28 +533,9 @@ int cmd_status(int argc, char **argv)
 	 * In flight before the catalog: a file leaves it only once its landing
 	 * committed, so in_flight=0 means files= counts every closed file.
 	 */
-	if (!(c = calloc(1, sizeof(*c)))) {
-		rc = ENOMEM;
-		goto close_cat;
-	}
-	sl_land_shared_in_flight(datadir, &c->in_flight);
-	rc = sl_catalog_read(cat, &t);
-	if (rc == 0) {
-		rc = sl_land_counters_read(t, c);
-		if (rc == 0 && prometheus) {
-			rc = print_metrics(t, cfg, datadir, c);
-		} else if (rc == 0) {
-			printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64,
-			       c->files_landed, c->bytes_landed, c->in_flight);
-			print_refused(c);
-		}
-		for (size_t k = 0; rc == 0 && !prometheus && k < sl_config_nqueries(cfg); k++)
-			rc = print_query(t, sl_config_query(cfg, k));
-		sl_txn_end(t);
-	}
-	free(c);
-close_cat:
-	sl_catalog_close(cat);
+	rc = show(&cat, cfg, &o);
+	if (cat)
+		sl_catalog_close(cat);
 	sl_config_free(cfg);
 	sl_datadir_close(d);
 	if (rc) {

@@ -138,7 +138,7 @@ _sluice()
 		mount) opts="-f --foreground -d -o --help" ;;
 		run) opts="--available-now --help" ;;
 		land) opts="--to --help" ;;
-		status) opts="--prometheus --help" ;;
+		status) opts="--json --watch --prometheus --help" ;;
 		check) opts="--help" ;;
 		*) opts="" ;;
 		esac
