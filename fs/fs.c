@@ -33,6 +33,7 @@
 #include "land.h"
 #include "log.h"
 #include "metrics.h"
+#include "notify.h"
 #include "smeta.h"
 #include "strbuf.h"
 #include "view.h"
@@ -59,6 +60,7 @@ struct fs {
 	struct fuse_session *se;
 	struct sl_config *config;  /* sluice.json, loaded in init */
 	struct sl_engine *engine;  /* the queries' threads */
+	struct sl_notify *notify;  /* systemd's READY/WATCHDOG/STOPPING; NULL outside systemd */
 	struct sl_smeta smeta;     /* out/<q>/_spark_metadata/, set in init */
 	char *smeta_root;          /* smeta.root: -o sparkroot or file://<mountpoint> */
 	int init_error;            /* errno when init could not open the catalog */
@@ -389,12 +391,22 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		       sl_strerror(rc));
 		fs->init_error = fs_errno(rc);
 		fuse_session_exit(fs->se);
+		return;
+	}
+	/* READY=1 waits on a thread of its own: this INIT is not answered yet */
+	if ((rc = sl_notify_start(fs->notify, fs->args->mountpoint, fs->engine))) {
+		sl_log(SL_LOG_ERR, "cannot start systemd notifications: %s", sl_strerror(rc));
+		fs->init_error = rc;
+		fuse_session_exit(fs->se);
 	}
 }
 
 static void fs_destroy(void *userdata)
 {
 	struct fs *fs = userdata;
+	/* the notifier probes the engine: it goes before the engine does */
+	sl_notify_close(fs->notify);
+	fs->notify = NULL;
 	/* the engine first: its batches write through the catalog */
 	sl_engine_stop(fs->engine);
 	fs->engine = NULL;
@@ -1055,6 +1067,13 @@ static void log_stderr(enum sl_log_level level, const char *msg, void *ctx)
 	fprintf(stderr, "sluice: %s%s\n", level <= SL_LOG_ERR ? "error: " : "", msg);
 }
 
+/* stderr connected to journald: the level as sd-daemon(3)'s "<N>" prefix. */
+static void log_journal(enum sl_log_level level, const char *msg, void *ctx)
+{
+	(void)ctx;
+	fprintf(stderr, "<%d>%s\n", (int)level, msg);
+}
+
 static void log_syslog(enum sl_log_level level, const char *msg, void *ctx)
 {
 	(void)ctx;
@@ -1131,7 +1150,11 @@ int sl_fs_main(const struct sl_fs_args *args)
 	struct fs fs = {.args = args};
 	int rc = 1;
 
-	sl_log_set(log_stderr, SL_LOG_WARNING, NULL);
+	/* under systemd the journal keeps info lines too, as syslog does */
+	if (sl_notify_stderr_is_journal())
+		sl_log_set(log_journal, SL_LOG_INFO, NULL);
+	else
+		sl_log_set(log_stderr, SL_LOG_WARNING, NULL);
 	fuse_set_log_func(fuse_log_line);
 	/* /proc/mounts shows "DATA_DIR MOUNTPOINT fuse.sluice" */
 	char *fsname = fsname_opt(args->datadir);
@@ -1166,6 +1189,11 @@ int sl_fs_main(const struct sl_fs_args *args)
 		sl_log(SL_LOG_ERR, "cannot daemonize");
 		goto unmount;
 	}
+	/* after the fork: systemd takes notifications from its main process */
+	if (sl_notify_open(&fs.notify)) {
+		sl_log(SL_LOG_ERR, "out of memory");
+		goto unmount;
+	}
 	lc = fuse_loop_cfg_create();
 	if (!lc) {
 		sl_log(SL_LOG_ERR, "out of memory");
@@ -1175,6 +1203,7 @@ int sl_fs_main(const struct sl_fs_args *args)
 	fuse_loop_cfg_set_idle_threads(lc, 10);
 	/* a positive value is the signal that ended the loop: a clean stop */
 	rc = fuse_session_loop_mt(fs.se, lc) < 0 ? 1 : 0;
+	sl_notify_stopping(fs.notify);
 	fuse_loop_cfg_destroy(lc);
 	if (fs.init_error)
 		rc = 1;
@@ -1184,6 +1213,7 @@ remove_handlers:
 	fuse_remove_signal_handlers(fs.se);
 destroy:
 	fuse_session_destroy(fs.se);
+	sl_notify_close(fs.notify); /* when no INIT came, fs_destroy did not run */
 free_args:
 	fuse_opt_free_args(&fa);
 	free(fsname);

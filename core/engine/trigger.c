@@ -5,6 +5,8 @@
  * landing wakes it (a source that reads no files: until its pollInterval); processingTime: one batch per interval; availableNow
  * and once: run at mount time, then finish. A FAILFAST query stops with its
  * lastError while the others go on; other errors retry with capped backoff.
+ * The mount learns when every query's first run has returned
+ * (sl_engine_started) and probes the engine for its watchdog (sl_engine_probe).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,7 +36,9 @@ struct sl_engine {
 	struct sl_land *l;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	pthread_cond_t started_cv; /* nstarted grew (sl_engine_started waits on it) */
 	uint64_t wakes;        /* landings so far (guarded by mu) */
+	size_t nstarted;       /* queries whose first run returned (guarded by mu) */
 	volatile bool stop;
 	struct qthread *threads;
 	size_t n;
@@ -71,6 +75,15 @@ static void wait_for(struct sl_engine *e, uint64_t *seen, bool on_landing, int64
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* The query's first run returned: count it for sl_engine_started(). */
+static void mark_started(struct sl_engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	e->nstarted++;
+	pthread_cond_broadcast(&e->started_cv);
+	pthread_mutex_unlock(&e->mu);
+}
+
 static void *query_main(void *arg)
 {
 	struct qthread *t = arg;
@@ -78,6 +91,7 @@ static void *query_main(void *arg)
 	const struct sl_query_config *q = t->q;
 	struct sl_engine_limits lim = {.seq_limit = UINT64_MAX, .stop = &e->stop};
 	int64_t backoff_us = 1000000;
+	bool counted = false;  /* in nstarted */
 	uint64_t seen;
 
 	pthread_mutex_lock(&e->mu);
@@ -95,6 +109,10 @@ static void *query_main(void *arg)
 		struct sl_engine_report r = {.query = q->name};
 		int rc = sl_engine_run_query(e->l, q, &lim, &r);
 
+		if (!counted) {
+			counted = true;
+			mark_started(e);
+		}
 		if (rc == ECANCELED)
 			break; /* the unmount abandoned the batch: it replays at the next start */
 		if (rc == SL_EMALFORMED || rc == ENOTSUP || rc == SL_ECONFIG) {
@@ -151,6 +169,7 @@ int sl_engine_start(struct sl_land *l, const struct sl_config *cfg, struct sl_en
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_cond_init(&e->cv, &ca);
+	pthread_cond_init(&e->started_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	for (size_t k = 0; k < e->n && rc == 0; k++) {
 		e->threads[k].e = e;
@@ -166,6 +185,38 @@ int sl_engine_start(struct sl_land *l, const struct sl_config *cfg, struct sl_en
 	return 0;
 }
 
+size_t sl_engine_started(struct sl_engine *e, int64_t wait_us, size_t *total)
+{
+	struct timespec ts;
+	size_t n;
+
+	pthread_mutex_lock(&e->mu);
+	if (wait_us > 0)
+		deadline_in(&ts, wait_us);
+	while (wait_us > 0 && !e->stop && e->nstarted < e->n)
+		if (pthread_cond_timedwait(&e->started_cv, &e->mu, &ts) == ETIMEDOUT)
+			break;
+	n = e->nstarted;
+	pthread_mutex_unlock(&e->mu);
+	*total = e->n;
+	return n;
+}
+
+/* Writes nothing: the probe only needs the commit thread to answer. */
+static int probe_apply(struct sl_txn *t, void *arg)
+{
+	(void)t, (void)arg;
+	return 0;
+}
+
+int sl_engine_probe(struct sl_engine *e)
+{
+	/* a thread that never lets go of the engine's lock wedges every query */
+	pthread_mutex_lock(&e->mu);
+	pthread_mutex_unlock(&e->mu);
+	return sl_catalog_write(sl_land_catalog(e->l), probe_apply, NULL);
+}
+
 void sl_engine_stop(struct sl_engine *e)
 {
 	if (!e)
@@ -173,10 +224,12 @@ void sl_engine_stop(struct sl_engine *e)
 	pthread_mutex_lock(&e->mu);
 	e->stop = true;
 	pthread_cond_broadcast(&e->cv);
+	pthread_cond_broadcast(&e->started_cv);
 	pthread_mutex_unlock(&e->mu);
 	for (size_t k = 0; k < e->n; k++)
 		if (e->threads[k].started)
 			pthread_join(e->threads[k].thread, NULL);
+	pthread_cond_destroy(&e->started_cv);
 	pthread_cond_destroy(&e->cv);
 	pthread_mutex_destroy(&e->mu);
 	free(e->threads);

@@ -7,6 +7,9 @@
 #ifndef SLUICE_CORE_TRIGGER_H
 #define SLUICE_CORE_TRIGGER_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 struct sl_config;
 struct sl_land;
 struct sl_engine;
@@ -20,5 +23,27 @@ int sl_engine_start(struct sl_land *l, const struct sl_config *cfg, struct sl_en
 void sl_engine_stop(struct sl_engine *e);
 /* Wakes every event-driven query: a file landed. ctx is the engine. */
 void sl_engine_wake(void *ctx);
+
+/*
+ * How many of e's queries have started, after waiting up to wait_us (<= 0:
+ * no wait) for all of them; *total is how many there are. A query has
+ * started when the first sl_engine_run_query() of its thread returned: it
+ * opened its checkpoint and ran what it found (its backlog at mount time,
+ * one batch under processingTime), or failed with its lastError recorded.
+ * The wait ends early when the engine stops. Any thread, until
+ * sl_engine_stop(). The mount's systemd READY=1 waits for this (fs/notify.c).
+ */
+size_t sl_engine_started(struct sl_engine *e, int64_t wait_us, size_t *total);
+
+/*
+ * Liveness probe for a watchdog: takes the engine's lock, then waits for a
+ * round trip through the catalog's commit thread (a request that writes
+ * nothing), which every batch commit and every landing goes through. It
+ * returns once both answered, with the write's result (an error such as
+ * ENOSPC still means they answered), and blocks for as long as either is
+ * wedged. It does not see a query thread stuck outside its commits (a
+ * decode that never ends). Any thread, until sl_engine_stop().
+ */
+int sl_engine_probe(struct sl_engine *e);
 
 #endif
