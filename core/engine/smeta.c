@@ -116,7 +116,7 @@ static bool shown(const struct sl_smeta *sm, const char *name)
 {
 	const struct sl_query_config *q = sm->cfg ? sl_config_find(sm->cfg, name) : NULL;
 	/* file sinks (json, csv, parquet) in append mode: Spark's refuses other modes */
-	return q && q->sink_format != SL_SINK_CONSOLE && q->output_mode == SL_OUTPUT_APPEND;
+	return q && q->sink_format <= SL_SINK_PARQUET && q->output_mode == SL_OUTPUT_APPEND;
 }
 
 /* The query qid when its log is shown: 0, ENOENT, or an error. */

@@ -115,8 +115,11 @@ static void child(const struct sl_sink *s, pid_t parent, int in, int out, int er
 	if (chdir(s->cwd) != 0)
 		_exit(127);
 	execvpe(s->q->exec_argv[0], s->q->exec_argv, env);
-	static const char msg[] = "sluice: cannot run the command\n";
-	ssize_t w = write(2, msg, sizeof(msg) - 1);
+	/* the last stderr line, which lastError shows: no strerror() here */
+	const char *msg = errno == ENOENT	 ? "sluice: cannot run the command: not found\n"
+			  : errno == EACCES ? "sluice: cannot run the command: permission denied\n"
+					    : "sluice: cannot run the command\n";
+	ssize_t w = write(2, msg, strlen(msg));
 	(void)w;
 	_exit(127);
 }

@@ -187,6 +187,15 @@ def test_failure_then_the_same_batch_again(tmp_path, how, msg):
     assert "q batch=0" in st and "error=-" in st, st
 
 
+def test_a_missing_program_says_so(tmp_path):
+    data = str(tmp_path / "data")
+    write_config(data, {"q": query(["no-such-program-here", "x"])})
+    land(tmp_path, data, "a.json", [{"user": "a", "n": 1}])
+    p = run(data, expect=1)
+    assert ("exec: 'no-such-program-here' exited with status 127: sluice: cannot run the "
+            "command: not found") in p.stderr, p.stderr
+
+
 def test_timeout_kills_the_group(tmp_path):
     """A command past its timeout gets SIGTERM, then SIGKILL 2 s later, with
     everything it started (its process group)."""
