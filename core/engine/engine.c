@@ -227,9 +227,8 @@ static const struct sl_source_ops *source_ops(const struct sl_query_config *q)
 {
 	switch (q->source.format) {
 	case SL_SOURCE_RATE:
-		return &sl_source_rate;
 	case SL_SOURCE_RATE_MICRO_BATCH:
-		return &sl_source_rate_micro_batch;
+		return &sl_source_rate;
 	default:
 		return &sl_source_file;
 	}

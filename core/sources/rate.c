@@ -355,23 +355,9 @@ static void rate_stop(struct sl_source *p)
 	free(p);
 }
 
+/* One vtable for both formats: open() tells them apart by source.format. */
 const struct sl_source_ops sl_source_rate = {
 	.name = "rate",
-	.replayable = true,
-	.open = rate_open,
-	.replay = rate_replay,
-	.latest_offset = rate_latest_offset,
-	.log = rate_log,
-	.read = rate_read,
-	.backlog = rate_backlog,
-	.commit_txn = rate_commit_txn,
-	.commit = rate_commit,
-	.describe = rate_describe,
-	.stop = rate_stop,
-};
-
-const struct sl_source_ops sl_source_rate_micro_batch = {
-	.name = "rate-micro-batch",
 	.replayable = true,
 	.open = rate_open,
 	.replay = rate_replay,

@@ -24,8 +24,8 @@
 
 #include "source.h"
 
+/* Both formats' vtable: open() reads which one from source.format. */
 extern const struct sl_source_ops sl_source_rate;
-extern const struct sl_source_ops sl_source_rate_micro_batch;
 
 /*
  * rate's v(t): the first value of second t at rate rows per second with a
