@@ -174,8 +174,6 @@ static void json_str(const char *text)
 /* --json: one object, on one line. */
 static void print_json(const struct snap *s)
 {
-	static const char *const sinks[] = {"json", "csv", "parquet", "console", "exec"};
-	static const char *const sources[] = {"json", "csv", "text", "rate", "rate-micro-batch"};
 	char ts[SL_TIMESTAMP_BUFSZ];
 	bool first = true;
 
@@ -202,7 +200,8 @@ static void print_json(const struct snap *s)
 		printf("%s{\"name\":", k ? "," : "");
 		json_str(x->q->name);
 		printf(",\"source\":\"%s\",\"sink\":\"%s\",\"guarantee\":\"%s\",\"batch\":",
-		       sources[x->q->source.format], sinks[x->q->sink_format],
+		       sl_config_source_name(x->q->source.format),
+		       sl_config_sink_name(x->q->sink_format),
 		       x->q->sink_format >= SL_SINK_CONSOLE ? "at-least-once" : "exactly-once");
 		if (x->es.has_batch)
 			printf("%" PRIu64, x->es.batch);

@@ -33,6 +33,7 @@ enum field {
 	F_SINK_FORMAT,
 	F_PARTITION_BY,
 	F_SINK_COMMAND,  /* exec only: its line is left out for other sinks */
+	F_SOURCE_QUERY,  /* query sources only: left out for other sources */
 	F_SOURCE_SCHEMA, /* checked apart: only the types of columns in state */
 	NFIELDS,
 };
@@ -54,6 +55,7 @@ static const struct {
     [F_PARTITION_BY] = {"sink.partitionBy", ""},
     [F_SOURCE_SCHEMA] = {"source.schema", ""},
     [F_SINK_COMMAND] = {"sink.command", ""},
+    [F_SOURCE_QUERY] = {"source.query", ""},
 };
 
 static bool is_plain(char c)
@@ -220,20 +222,14 @@ static void put_state_schema(struct sl_strbuf *b, const struct sl_query_config *
 /* Field f of q, unescaped. */
 static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum field f)
 {
-	static const char *const source_formats[] = {
-	    [SL_SOURCE_JSON] = "json", [SL_SOURCE_CSV] = "csv", [SL_SOURCE_TEXT] = "text",
-	    [SL_SOURCE_RATE] = "rate", [SL_SOURCE_RATE_MICRO_BATCH] = "rate-micro-batch"};
 	static const char *const output_modes[] = {[SL_OUTPUT_APPEND] = "append",
 						   [SL_OUTPUT_UPDATE] = "update",
 						   [SL_OUTPUT_COMPLETE] = "complete"};
-	static const char *const sink_formats[] = {
-	    [SL_SINK_JSON] = "json", [SL_SINK_CSV] = "csv", [SL_SINK_PARQUET] = "parquet",
-	    [SL_SINK_CONSOLE] = "console", [SL_SINK_EXEC] = "exec"};
 	const struct sl_schema *s = &q->source.schema;
 
 	switch (f) {
 	case F_SOURCE_FORMAT:
-		sl_strbuf_adds(b, source_formats[q->source.format]);
+		sl_strbuf_adds(b, sl_config_source_name(q->source.format));
 		break;
 	case F_SOURCE_PATH:
 		sl_strbuf_adds(b, q->source.path.text);
@@ -260,7 +256,7 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 		sl_strbuf_adds(b, output_modes[q->output_mode]);
 		break;
 	case F_SINK_FORMAT:
-		sl_strbuf_adds(b, sink_formats[q->sink_format]);
+		sl_strbuf_adds(b, sl_config_sink_name(q->sink_format));
 		break;
 	case F_PARTITION_BY:
 		put_list(b, &q->out, q->partition_by, q->npartition_by);
@@ -274,6 +270,10 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 				sl_strbuf_addc(b, ' ');
 			put_name(b, q->exec_argv[i]);
 		}
+		break;
+	case F_SOURCE_QUERY:
+		if (q->source.upstream)
+			sl_strbuf_adds(b, q->source.upstream);
 		break;
 	case NFIELDS:
 		break;
@@ -308,8 +308,8 @@ int sl_compat_describe(const struct sl_query_config *q, char **out, size_t *len)
 	for (int f = 0; f < NFIELDS; f++) {
 		raw.len = 0;
 		put_field(&raw, q, (enum field)f);
-		if (f == F_SINK_COMMAND && raw.len == 0)
-			continue; /* only exec sinks have the line: older records stay equal */
+		if ((f == F_SINK_COMMAND || f == F_SOURCE_QUERY) && raw.len == 0)
+			continue; /* only some queries have the line: older records stay equal */
 		sl_strbuf_adds(&b, fields[f].key);
 		sl_strbuf_addc(&b, '=');
 		put_escaped(&b, raw.p, raw.len);

@@ -768,6 +768,7 @@ static void query_release(struct sl_query_config *q)
 	for (size_t i = 0; i < q->exec_argc; i++)
 		free(q->exec_argv[i]);
 	free(q->exec_argv);
+	free(q->source.upstream);
 }
 
 void sl_config_free(struct sl_config *c)
@@ -777,6 +778,7 @@ void sl_config_free(struct sl_config *c)
 	for (size_t i = 0; i < c->n; i++)
 		query_release(&c->queries[i]);
 	free(c->queries);
+	free(c->order);
 	free(c);
 }
 
@@ -807,6 +809,30 @@ size_t sl_config_nqueries(const struct sl_config *c) { return c->n; }
 const struct sl_query_config *sl_config_query(const struct sl_config *c, size_t i)
 {
 	return i < c->n ? &c->queries[i] : NULL;
+}
+
+const char *sl_config_source_name(enum sl_source_format f)
+{
+	static const char *const names[] = {
+	    [SL_SOURCE_JSON] = "json", [SL_SOURCE_CSV] = "csv", [SL_SOURCE_TEXT] = "text",
+	    [SL_SOURCE_RATE] = "rate", [SL_SOURCE_RATE_MICRO_BATCH] = "rate-micro-batch",
+	    [SL_SOURCE_QUERY] = "query"};
+	return (size_t)f < sizeof(names) / sizeof(names[0]) && names[f] ? names[f] : "?";
+}
+
+const char *sl_config_sink_name(enum sl_sink_format f)
+{
+	static const char *const names[] = {
+	    [SL_SINK_JSON] = "json", [SL_SINK_CSV] = "csv", [SL_SINK_PARQUET] = "parquet",
+	    [SL_SINK_CONSOLE] = "console", [SL_SINK_EXEC] = "exec"};
+	return (size_t)f < sizeof(names) / sizeof(names[0]) && names[f] ? names[f] : "?";
+}
+
+const struct sl_query_config *sl_config_query_ordered(const struct sl_config *c, size_t i)
+{
+	if (i >= c->n)
+		return NULL;
+	return &c->queries[c->order ? c->order[i] : i];
 }
 
 const char *sl_config_query_name(const struct sl_config *c, size_t i)

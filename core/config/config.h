@@ -57,7 +57,8 @@ enum sl_source_format {
 	SL_SOURCE_CSV,
 	SL_SOURCE_TEXT,
 	SL_SOURCE_RATE,		   /* rate: rowsPerSecond since the query was created */
-	SL_SOURCE_RATE_MICRO_BATCH /* rate-micro-batch: rowsPerBatch per batch */
+	SL_SOURCE_RATE_MICRO_BATCH, /* rate-micro-batch: rowsPerBatch per batch */
+	SL_SOURCE_QUERY,	    /* query: another query's committed output */
 };
 
 /* Whether a source format reads landed files (json, csv, text). */
@@ -89,6 +90,8 @@ struct sl_source_config {
 	int64_t start_ts_ms;	  /* rate-micro-batch: startTimestamp, >= 0 */
 	int64_t advance_ms;	  /* rate-micro-batch: advanceMillisPerBatch, >= 0; default 1000 */
 	int64_t poll_interval_us; /* pollInterval: how often a mount asks for new rows; 100 ms */
+	/* query (CONNECTORS §6): schema = the upstream's output columns, path empty */
+	char *upstream; /* query: the upstream query's name */
 };
 
 enum sl_agg_fn {
@@ -164,6 +167,8 @@ struct sl_query_config {
 struct sl_config {
 	struct sl_query_config *queries; /* in file order */
 	size_t n;			 /* number of queries */
+	size_t *order;			 /* indexes into queries, every upstream before its
+					    downstreams (file order otherwise) */
 };
 
 /* Frees a config and everything in it. Accepts NULL. */
@@ -172,6 +177,12 @@ void sl_config_free(struct sl_config *c);
 /* Number of queries, and query i (borrowed until sl_config_free), or NULL past the end. */
 size_t sl_config_nqueries(const struct sl_config *c);
 const struct sl_query_config *sl_config_query(const struct sl_config *c, size_t i);
+/*
+ * Query i in dependency order: a `query` source's upstream comes before it,
+ * otherwise file order (`sluice run --available-now` runs them so). NULL
+ * past the end.
+ */
+const struct sl_query_config *sl_config_query_ordered(const struct sl_config *c, size_t i);
 /* The name of query i (borrowed until sl_config_free), or NULL past the end. */
 const char *sl_config_query_name(const struct sl_config *c, size_t i);
 /* The query called name (borrowed until sl_config_free), or NULL. */
@@ -185,6 +196,10 @@ bool sl_config_is_stateful(const struct sl_query_config *q);
 const struct sl_column *sl_config_column(const struct sl_query_config *q, size_t i);
 /* Index of the column called name in s (exact match), or -1. */
 long sl_config_schema_find(const struct sl_schema *s, const char *name);
+/* A source format's name in sluice.json ("json", "rate", "query"); static. */
+const char *sl_config_source_name(enum sl_source_format f);
+/* A sink format's name in sluice.json ("json", "parquet", "exec"); static. */
+const char *sl_config_sink_name(enum sl_sink_format f);
 /* "STRING", "BIGINT", ..., "STRUCT<start: TIMESTAMP, end: TIMESTAMP>"; static. */
 const char *sl_config_type_name(enum sl_type t);
 

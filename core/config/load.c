@@ -26,6 +26,7 @@ struct walk {
 	size_t len;
 	char *err;
 	size_t errlen;
+	const struct sl_config *cfg; /* the queries walked so far (a query source's upstream) */
 };
 
 static size_t push(struct walk *w, const char *fmt, const char *s)
@@ -464,10 +465,73 @@ static int walk_rate(struct walk *w, json_t *src, struct sl_query_config *q)
 	return rc;
 }
 
+/* A copy of schema from into to (empty). 0 or ENOMEM. */
+static int schema_copy(struct sl_schema *to, const struct sl_schema *from)
+{
+	if (!(to->cols = calloc(from->n ? from->n : 1, sizeof(*to->cols))))
+		return ENOMEM;
+	for (size_t i = 0; i < from->n; i++) {
+		to->cols[i] = from->cols[i];
+		if (!(to->cols[i].name = strdup(from->cols[i].name))) {
+			to->n = i;
+			return ENOMEM;
+		}
+	}
+	to->n = from->n;
+	return 0;
+}
+
+/*
+ * query (CONNECTORS §6): another query's committed output rows. The
+ * upstream was walked first (walk_root's order): its output columns are
+ * this query's schema; it must write them with the json sink (its types
+ * survive the round trip) in append or update mode.
+ */
+static int walk_query_source(struct walk *w, json_t *src, struct sl_query_config *q)
+{
+	static const char *const keys[] = {"format", "query", NULL};
+	struct sl_source_config *s = &q->source;
+	const struct sl_query_config *up;
+	const char *name;
+	struct field f = {"query", K_STRING, &name, 0};
+	bool found;
+	size_t old;
+	int rc;
+
+	if ((rc = check_keys(w, src, keys)))
+		return rc;
+	if ((rc = read_field(w, src, &f, &found)))
+		return rc;
+	if (!found)
+		return missing(w, "query");
+	old = push_key(w, "query");
+	up = sl_config_find(w->cfg, name);
+	if (!strcmp(name, q->name))
+		rc = wfail(w, "a query cannot read its own output");
+	else if (!up)
+		rc = wfail(w, "no query named '%s' in this file", name);
+	else if (up->sink_format != SL_SINK_JSON)
+		rc = wfail(w, "query '%s' writes with the %s sink: a query source reads the json "
+			   "sink's output (its types survive)",
+			   name, up->sink_format == SL_SINK_CSV ? "csv"
+				 : up->sink_format == SL_SINK_PARQUET ? "parquet"
+				 : up->sink_format == SL_SINK_CONSOLE ? "console" : "exec");
+	else if (up->output_mode == SL_OUTPUT_COMPLETE)
+		rc = wfail(w, "query '%s' has outputMode complete, whose batches replace their rows: "
+			   "a query source reads append or update output",
+			   name);
+	pop(w, old);
+	if (rc)
+		return rc;
+	if (!(s->upstream = strdup(name)) || !(s->path.text = strdup("")))
+		return ENOMEM;
+	return schema_copy(&s->schema, &up->out);
+}
+
 static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
 {
 	static const char *const formats[] = {"json", "csv", "text", "rate", "rate-micro-batch",
-					      NULL};
+					      "query", NULL};
 	static const char *const modes[] = {"PERMISSIVE", "DROPMALFORMED", "FAILFAST", NULL};
 	static const char *const cleans[] = {"off", "archive", "delete", NULL};
 	static const char *const ages[] = {"landed", "mtime", NULL};
@@ -487,6 +551,15 @@ static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
 	if (fmt < 0)
 		return missing(w, "format");
 	s->format = (enum sl_source_format)fmt;
+	if (s->format == SL_SOURCE_QUERY) {
+		if (json_object_get(src, "schema")) {
+			old = push_key(w, "schema");
+			rc = wfail(w, "a query source takes its upstream's output columns");
+			pop(w, old);
+			return rc;
+		}
+		return walk_query_source(w, src, q);
+	}
 	if (!SL_SOURCE_IS_FILE(s->format))
 		return walk_rate(w, src, q);
 	if ((rc = check_keys(w, src, source_keys)))
@@ -994,6 +1067,85 @@ static int walk_query(struct walk *w, json_t *j, struct sl_query_config *q)
 	return rc;
 }
 
+/* The upstream a query's source names, when it is a query source; else NULL. */
+static const char *upstream_of(json_t *j)
+{
+	json_t *src = json_is_object(j) ? json_object_get(j, "source") : NULL;
+	json_t *fmt = json_is_object(src) ? json_object_get(src, "format") : NULL;
+	json_t *up = json_is_object(src) ? json_object_get(src, "query") : NULL;
+
+	if (!json_is_string(fmt) || strcasecmp(json_string_value(fmt), "query") ||
+	    !json_is_string(up))
+		return NULL;
+	return json_string_value(up);
+}
+
+/*
+ * Dependency order (c->order): each query after the upstream its query
+ * source reads, file order otherwise, by depth-first search from each query
+ * in file order. A cycle is refused, naming its queries.
+ */
+static int order_queries(struct walk *w, struct sl_config *c, json_t *queries)
+{
+	size_t n = c->n, done = 0;
+	unsigned char *mark = calloc(n ? n : 1, 1); /* 0 new, 1 on the path, 2 placed */
+	size_t *path = calloc(n ? n : 1, sizeof(*path));
+	int rc = 0;
+
+	if (!mark || !path || !(c->order = calloc(n ? n : 1, sizeof(*c->order)))) {
+		rc = ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		size_t depth = 0, k = i;
+		/* follow the chain of upstreams from i; each query has at most one */
+		while (mark[k] == 0) {
+			mark[k] = 1;
+			path[depth++] = k;
+			const char *up = upstream_of(json_object_get(queries, c->queries[k].name));
+			long u = -1;
+			for (size_t j = 0; up && j < n; j++)
+				if (!strcmp(c->queries[j].name, up))
+					u = (long)j;
+			if (u < 0 || (size_t)u == k)
+				break; /* no upstream, or an error walk_source reports */
+			if (mark[u] == 1) {
+				char chain[512] = "";
+				size_t from = 0, len = 0;
+				while (path[from] != (size_t)u)
+					from++;
+				for (size_t d = from; d < depth && len < sizeof(chain); d++)
+					len += (size_t)snprintf(chain + len, sizeof(chain) - len,
+								"'%s' reads ", c->queries[path[d]].name);
+				if (len < sizeof(chain))
+					snprintf(chain + len, sizeof(chain) - len, "'%s'",
+						 c->queries[u].name);
+				size_t old = push_key(w, c->queries[k].name);
+				size_t old2 = push_key(w, "source");
+				size_t old3 = push_key(w, "query");
+				rc = wfail(w, "a cycle: %s", chain);
+				pop(w, old3);
+				pop(w, old2);
+				pop(w, old);
+				goto out;
+			}
+			k = (size_t)u;
+		}
+		/* place the chain, upstream first */
+		while (depth > 0) {
+			size_t q = path[--depth];
+			if (mark[q] != 2) {
+				mark[q] = 2;
+				c->order[done++] = q;
+			}
+		}
+	}
+out:
+	free(mark);
+	free(path);
+	return rc;
+}
+
 /* Builds a config from the parsed document. */
 static int walk_root(struct walk *w, json_t *root, struct sl_config *c)
 {
@@ -1006,6 +1158,7 @@ static int walk_root(struct walk *w, json_t *root, struct sl_config *c)
 		return wfail(w, "expected a JSON object"); /* the path still names the file */
 	w->len = 0;
 	w->path[0] = 0;
+	w->cfg = c;
 	rc = check_keys(w, root, keys);
 	if (rc)
 		return rc;
@@ -1016,15 +1169,22 @@ static int walk_root(struct walk *w, json_t *root, struct sl_config *c)
 	rc = expect_object(w, queries);
 	if (rc)
 		return rc;
+	/* every query by name first (file order), then walked upstreams first */
 	json_object_foreach(queries, name, j) {
 		struct sl_query_config *q;
 		size_t old = push_key(w, name);
 		if (!sl_config_name_valid(name))
 			return wfail(w, "a query name matches [A-Za-z0-9_-]{1,64}");
-		rc = sl_config_add_query(c, name, &q);
-		if (!rc)
-			rc = walk_query(w, j, q);
-		if (rc)
+		if ((rc = sl_config_add_query(c, name, &q)))
+			return rc;
+		pop(w, old);
+	}
+	if ((rc = order_queries(w, c, queries)))
+		return rc;
+	for (size_t i = 0; i < c->n; i++) {
+		struct sl_query_config *q = &c->queries[c->order[i]];
+		size_t old = push_key(w, q->name);
+		if ((rc = walk_query(w, json_object_get(queries, q->name), q)))
 			return rc;
 		pop(w, old);
 	}

@@ -30,6 +30,7 @@
 #include "sink_exec.h"
 #include "sink_file.h"
 #include "source_file.h"
+#include "source_query.h"
 #include "source_rate.h"
 
 /* Reads every partition of the batch's range into b; FAILFAST stops at the first bad line. */
@@ -105,7 +106,11 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_ops *ops, stru
 	int64_t t0 = sl_engine_mono_ns(), t1;
 	p->ts_ms = sl_engine_wall_ns() / 1000000;
 	if ((rc = sl_catalog_write(cat, sl_engine_plan_apply, p))) {
-		snprintf(r->error, sizeof(r->error), "cannot plan a batch: %s", sl_strerror(rc));
+		if (p->range.why[0])
+			snprintf(r->error, sizeof(r->error), "%s", p->range.why);
+		else
+			snprintf(r->error, sizeof(r->error), "cannot plan a batch: %s",
+				 sl_strerror(rc));
 		return rc;
 	}
 	if (p->range.nparts == 0 && !p->nodata)
@@ -229,6 +234,8 @@ static const struct sl_source_ops *source_ops(const struct sl_query_config *q)
 	case SL_SOURCE_RATE:
 	case SL_SOURCE_RATE_MICRO_BATCH:
 		return &sl_source_rate;
+	case SL_SOURCE_QUERY:
+		return &sl_source_query;
 	default:
 		return &sl_source_file;
 	}
@@ -353,8 +360,9 @@ int sl_engine_run_available_now(struct sl_land *l, const struct sl_config *cfg,
 	sl_txn_end(t);
 	if (rc)
 		return rc;
+	/* upstreams first: a pipeline of query sources drains in one run */
 	for (size_t k = 0; k < sl_config_nqueries(cfg); k++) {
-		const struct sl_query_config *q = sl_config_query(cfg, k);
+		const struct sl_query_config *q = sl_config_query_ordered(cfg, k);
 		struct sl_engine_report r = {.query = q->name};
 		struct sl_engine_limits lim = {.seq_limit = seq_limit};
 		r.rc = sl_engine_run_query(l, q, &lim, &r);

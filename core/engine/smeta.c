@@ -17,6 +17,7 @@
 #include "config.h"
 #include "engine.h"
 #include "err.h"
+#include "outparts.h"
 #include "qindex.h"
 #include "smeta.h"
 #include "view.h"
@@ -158,150 +159,6 @@ static bool answers(const struct qinfo *qi, bool compact, uint64_t n)
 
 /* ---- rendering a file ---- */
 
-struct part {
-	uint64_t batch;  /* for a folder still to read: its id */
-	uint64_t num;
-	char *rel;       /* "dir/.../part-..." under out/<q>/ */
-	uint64_t size;
-	int64_t mtime_ns;
-};
-
-struct child {
-	char name[SL_NAME_MAX + 1];
-	uint64_t id;
-};
-
-/* What a walk of out/<q>/ gathers. */
-struct walk {
-	struct sl_txn *t;
-	uint64_t lo, hi;      /* batches wanted */
-	struct part *parts;
-	size_t nparts, cap;
-	struct child *kids;   /* the folder being read */
-	size_t nkids, capkids;
-	int err;
-};
-
-static int add_child(void *ctx, const char *name, uint64_t id)
-{
-	struct walk *w = ctx;
-	if (w->nkids == w->capkids) {
-		size_t cap = w->capkids ? w->capkids * 2 : 64;
-		struct child *k = realloc(w->kids, cap * sizeof(*k));
-		if (!k)
-			return (w->err = ENOMEM), 1;
-		w->kids = k;
-		w->capkids = cap;
-	}
-	snprintf(w->kids[w->nkids].name, sizeof(w->kids[0].name), "%s", name);
-	w->kids[w->nkids++].id = id;
-	return 0;
-}
-
-/* "part-B-P.ext": B and P decimal; false for any other name. */
-static bool part_name(const char *name, uint64_t *batch, uint64_t *num)
-{
-	const char *p = name + 5;
-	char *end;
-
-	if (strncmp(name, "part-", 5) || *p < '0' || *p > '9')
-		return false;
-	*batch = strtoull(p, &end, 10);
-	if (*end != '-' || end[1] < '0' || end[1] > '9')
-		return false;
-	*num = strtoull(end + 1, &end, 10);
-	return *end == '.';
-}
-
-static int part_cmp(const void *a, const void *b)
-{
-	const struct part *x = a, *y = b;
-	if (x->batch != y->batch)
-		return x->batch < y->batch ? -1 : 1;
-	if (x->num != y->num)
-		return x->num < y->num ? -1 : 1;
-	return strcmp(x->rel, y->rel);
-}
-
-static char *join(const char *dir, const char *name)
-{
-	size_t d = strlen(dir), n = strlen(name);
-	char *s = malloc(d + n + 2);
-	if (!s)
-		return NULL;
-	memcpy(s, dir, d);
-	if (d)
-		s[d++] = '/';
-	memcpy(s + d, name, n + 1);
-	return s;
-}
-
-/* One folder of the walk: its parts, and its subfolders pushed on dirs. */
-static int walk_dir(struct walk *w, uint64_t id, const char *rel, struct part **dirs,
-		    size_t *ndirs, size_t *capdirs)
-{
-	int rc;
-
-	w->nkids = 0;
-	if ((rc = sl_txn_dirent_each(w->t, id, NULL, add_child, w)))
-		return w->err ? w->err : rc;
-	for (size_t i = 0; i < w->nkids; i++) {
-		struct sl_inode ino;
-		uint64_t b = 0, p = 0;
-		if ((rc = sl_txn_inode_get(w->t, w->kids[i].id, &ino)))
-			return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
-		bool dir = ino.kind == SL_KIND_DIR;
-		if (!dir && (!part_name(w->kids[i].name, &b, &p) || b < w->lo || b > w->hi))
-			continue;
-		struct part **v = dir ? dirs : &w->parts;
-		size_t *n = dir ? ndirs : &w->nparts, *cap = dir ? capdirs : &w->cap;
-		if (*n == *cap) {
-			size_t c = *cap ? *cap * 2 : 32;
-			struct part *g = realloc(*v, c * sizeof(*g));
-			if (!g)
-				return ENOMEM;
-			*v = g;
-			*cap = c;
-		}
-		struct part *e = &(*v)[*n];
-		*e = (struct part){.batch = w->kids[i].id, .num = p, .size = ino.size,
-				   .mtime_ns = ino.mtime_ns};
-		if (!dir)
-			e->batch = b;
-		if (!(e->rel = join(rel, w->kids[i].name)))
-			return ENOMEM;
-		(*n)++;
-	}
-	return 0;
-}
-
-static void parts_free(struct part *v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i].rel);
-	free(v);
-}
-
-/*
- * Gathers the parts of batches lo..hi under out/<q>/, breadth first (no
- * cursor stays open across folders), sorted by batch then part number.
- */
-static int walk_parts(struct walk *w, uint64_t outdir)
-{
-	struct part *dirs = NULL; /* folders to read: .batch holds the id */
-	size_t ndirs = 0, capdirs = 0;
-	int rc = walk_dir(w, outdir, "", &dirs, &ndirs, &capdirs);
-
-	for (size_t i = 0; rc == 0 && i < ndirs; i++) /* ndirs grows */
-		rc = walk_dir(w, dirs[i].batch, dirs[i].rel, &dirs, &ndirs, &capdirs);
-	parts_free(dirs, ndirs);
-	free(w->kids);
-	w->kids = NULL;
-	if (rc == 0 && w->nparts)
-		qsort(w->parts, w->nparts, sizeof(w->parts[0]), part_cmp);
-	return rc;
-}
-
 static int64_t ms_of(int64_t ns)
 {
 	return ns >= 0 ? ns / 1000000 : -((-ns + 999999) / 1000000);
@@ -319,41 +176,42 @@ static int render(const struct sl_smeta *sm, struct sl_txn *t, uint64_t id,
 		return rc;
 	if (!answers(&qi, compact, sl_view_n(id)))
 		return ENOENT;
-	struct walk w = {.t = t, .lo = compact ? 0 : sl_view_n(id), .hi = sl_view_n(id)};
-	if ((rc = walk_parts(&w, qi.outdir)))
-		goto free_parts;
-	struct sl_smeta_status *v = calloc(w.nparts ? w.nparts : 1, sizeof(*v));
+	struct sl_out_part *parts;
+	size_t nparts;
+	if ((rc = sl_out_parts(t, qi.outdir, compact ? 0 : sl_view_n(id), sl_view_n(id), &parts,
+			       &nparts)))
+		return rc;
+	struct sl_smeta_status *v = calloc(nparts ? nparts : 1, sizeof(*v));
 	struct sl_strbuf uris = {0};
-	size_t *at = calloc(w.nparts ? w.nparts : 1, sizeof(*at));
+	size_t *at = calloc(nparts ? nparts : 1, sizeof(*at));
 	*mtime_ns = 0;
-	for (size_t i = 0; v && at && i < w.nparts; i++) {
+	for (size_t i = 0; v && at && i < nparts; i++) {
 		at[i] = uris.len;
 		sl_strbuf_adds(&uris, sm->root);
 		sl_strbuf_adds(&uris, "/out/");
 		sl_smeta_uri_encode(&uris, qi.name);
 		sl_strbuf_addc(&uris, '/');
-		sl_smeta_uri_encode(&uris, w.parts[i].rel);
+		sl_smeta_uri_encode(&uris, parts[i].rel);
 		sl_strbuf_addc(&uris, 0);
-		v[i] = (struct sl_smeta_status){.size = w.parts[i].size,
-						.mtime_ms = ms_of(w.parts[i].mtime_ns),
+		v[i] = (struct sl_smeta_status){.size = parts[i].size,
+						.mtime_ms = ms_of(parts[i].mtime_ns),
 						.replication = 1, .block_size = BLOCK_SIZE};
-		if (w.parts[i].mtime_ns > *mtime_ns)
-			*mtime_ns = w.parts[i].mtime_ns;
+		if (parts[i].mtime_ns > *mtime_ns)
+			*mtime_ns = parts[i].mtime_ns;
 	}
 	if (!v || !at || uris.oom) {
 		rc = ENOMEM;
 	} else {
-		for (size_t i = 0; i < w.nparts; i++)
+		for (size_t i = 0; i < nparts; i++)
 			v[i].path = uris.p + at[i];
-		sl_smeta_serialize(out, v, w.nparts);
+		sl_smeta_serialize(out, v, nparts);
 		if (out->oom)
 			rc = ENOMEM;
 	}
 	sl_strbuf_release(&uris);
 	free(at);
 	free(v);
-free_parts:
-	parts_free(w.parts, w.nparts);
+	sl_out_parts_free(parts, nparts);
 	return rc;
 }
 

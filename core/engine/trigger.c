@@ -2,8 +2,9 @@
 /*
  * Triggers: the engine inside a mount, one thread per query. Event-driven
  * (no trigger): run while the backlog is not empty, then sleep until a
- * landing wakes it (a source that reads no files: until its pollInterval); processingTime: one batch per interval; availableNow
- * and once: run at mount time, then finish. A FAILFAST query stops with its
+ * landing wakes it (a query source: until a query commits; another source
+ * that reads no files: until its pollInterval); processingTime: one batch
+ * per interval; availableNow and once: run at mount time, then finish. A FAILFAST query stops with its
  * lastError while the others go on; other errors retry with capped backoff.
  * The mount learns when every query's first run has returned
  * (sl_engine_started) and probes the engine for its watchdog (sl_engine_probe).
@@ -38,6 +39,7 @@ struct sl_engine {
 	pthread_cond_t cv;
 	pthread_cond_t started_cv; /* nstarted grew (sl_engine_started waits on it) */
 	uint64_t wakes;        /* landings so far (guarded by mu) */
+	uint64_t commits;      /* runs that committed a batch (guarded by mu): wake query sources */
 	size_t nstarted;       /* queries whose first run returned (guarded by mu) */
 	volatile bool stop;
 	struct qthread *threads;
@@ -55,15 +57,22 @@ static void deadline_in(struct timespec *ts, int64_t us)
 	}
 }
 
-/* Sleeps until woken by a landing (when event-driven), the stop, or us pass. */
-static void wait_for(struct sl_engine *e, uint64_t *seen, bool on_landing, int64_t us)
+/* What wakes a waiting query besides the stop and its timeout. */
+enum wake_on { ON_NOTHING, ON_LANDING, ON_COMMIT };
+
+/*
+ * Sleeps until woken by what `on` names (a landing; another query's
+ * commit), the stop, or us pass. *seen is the count of those already seen.
+ */
+static void wait_for(struct sl_engine *e, uint64_t *seen, enum wake_on on, int64_t us)
 {
 	struct timespec ts;
 
 	pthread_mutex_lock(&e->mu);
 	if (us > 0)
 		deadline_in(&ts, us);
-	while (!e->stop && !(on_landing && e->wakes != *seen)) {
+	while (!e->stop && !(on == ON_LANDING && e->wakes != *seen) &&
+	       !(on == ON_COMMIT && e->commits != *seen)) {
 		if (us > 0) {
 			if (pthread_cond_timedwait(&e->cv, &e->mu, &ts) == ETIMEDOUT)
 				break;
@@ -71,7 +80,17 @@ static void wait_for(struct sl_engine *e, uint64_t *seen, bool on_landing, int64
 			pthread_cond_wait(&e->cv, &e->mu);
 		}
 	}
-	*seen = e->wakes;
+	if (on != ON_NOTHING)
+		*seen = on == ON_COMMIT ? e->commits : e->wakes;
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* A query committed a batch: a query source reading it may have work. */
+static void committed(struct sl_engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	e->commits++;
+	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&e->mu);
 }
 
@@ -94,8 +113,9 @@ static void *query_main(void *arg)
 	bool counted = false;  /* in nstarted */
 	uint64_t seen;
 
+	bool by_commit = q->source.format == SL_SOURCE_QUERY;
 	pthread_mutex_lock(&e->mu);
-	seen = e->wakes;
+	seen = by_commit ? e->commits : e->wakes;
 	pthread_mutex_unlock(&e->mu);
 	if (q->trigger == SL_TRIGGER_ONCE) {
 		sl_log(SL_LOG_WARNING, "query '%s': trigger once is deprecated: use availableNow",
@@ -113,6 +133,8 @@ static void *query_main(void *arg)
 			counted = true;
 			mark_started(e);
 		}
+		if (r.batches)
+			committed(e);
 		if (rc == ECANCELED)
 			break; /* the unmount abandoned the batch: it replays at the next start */
 		if (rc == SL_EMALFORMED || rc == ENOTSUP || rc == SL_ECONFIG) {
@@ -123,7 +145,7 @@ static void *query_main(void *arg)
 		if (rc) {
 			sl_log(SL_LOG_ERR, "query '%s': %s (retrying in %lld s)", q->name, r.error,
 			       (long long)(backoff_us / 1000000));
-			wait_for(e, &seen, false, backoff_us);
+			wait_for(e, &seen, ON_NOTHING, backoff_us);
 			if (backoff_us < BACKOFF_MAX_S * 1000000ll)
 				backoff_us *= 2;
 			continue;
@@ -132,12 +154,14 @@ static void *query_main(void *arg)
 		if (q->trigger == SL_TRIGGER_AVAILABLE_NOW || q->trigger == SL_TRIGGER_ONCE)
 			break; /* ran at mount time: finished */
 		if (q->trigger == SL_TRIGGER_PROCESSING_TIME)
-			wait_for(e, &seen, false,
+			wait_for(e, &seen, ON_NOTHING,
 				 q->trigger_interval_us > 0 ? q->trigger_interval_us : 1);
 		else if (SL_SOURCE_IS_FILE(q->source.format))
-			wait_for(e, &seen, true, 0);
+			wait_for(e, &seen, ON_LANDING, 0);
+		else if (by_commit) /* its upstream's commit wakes it */
+			wait_for(e, &seen, ON_COMMIT, 0);
 		else /* no landing wakes it: ask the source again every pollInterval */
-			wait_for(e, &seen, false, q->source.poll_interval_us);
+			wait_for(e, &seen, ON_NOTHING, q->source.poll_interval_us);
 	}
 	return NULL;
 }

@@ -46,6 +46,7 @@ struct sl_decoder {
 	size_t *jcol;	      /* wanted field i -> schema column */
 	size_t njcol;	      /* number of wanted fields */
 	struct sl_jfield *jf; /* njcol fields of the current line */
+	struct sl_jscan *wjs; /* a WINDOW column's {"start","end"} (made at first use) */
 
 	uint8_t *pkind;	      /* per column: enum part_kind for the current file */
 	union sl_cell *pcell; /* per column: partition value */
@@ -93,6 +94,7 @@ void sl_decoder_free(struct sl_decoder *d)
 	if (!d)
 		return;
 	sl_jscan_free(d->js);
+	sl_jscan_free(d->wjs);
 	if (d->c_locale)
 		freelocale(d->c_locale);
 	free(d->jcol);
@@ -117,7 +119,8 @@ int sl_decoder_new(const struct sl_query_config *q, struct sl_decoder **out)
 	if (!d)
 		return ENOMEM;
 	d->schema = sc;
-	d->format = q->source.format;
+	/* a query source reads its upstream's json sink parts */
+	d->format = q->source.format == SL_SOURCE_QUERY ? SL_SOURCE_JSON : q->source.format;
 	d->mode = q->source.mode;
 	d->header = q->source.header;
 	d->sep = q->source.sep ? q->source.sep : ',';
@@ -281,6 +284,8 @@ static void put_cell(struct sl_batch *b, size_t row, size_t col, enum sl_type t,
 {
 	if (t == SL_TYPE_DOUBLE)
 		sl_batch_set_double(b, row, col, v->d);
+	else if (t == SL_TYPE_WINDOW)
+		sl_batch_set_window(b, row, col, v->w.start, v->w.end);
 	else
 		sl_batch_set_int(b, row, col, v->i);
 }
@@ -312,6 +317,46 @@ static const char *kind_name(enum sl_jkind k)
 	return names[k];
 }
 
+/* Spark's JSON reader takes these strings as non-finite DOUBLEs (allowNonNumericNumbers). */
+static bool non_finite(const char *s, size_t n, double *v)
+{
+	static const struct {
+		const char *text;
+		double v;
+	} names[] = {{"NaN", NAN},	 {"Infinity", INFINITY},   {"+Infinity", INFINITY},
+		     {"+INF", INFINITY}, {"-Infinity", -INFINITY}, {"-INF", -INFINITY}};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i].text) == n && !memcmp(names[i].text, s, n)) {
+			*v = names[i].v;
+			return true;
+		}
+	return false;
+}
+
+/*
+ * A window struct as the json sink writes it, {"start":TS,"end":TS}, into
+ * v. 0, SL_EMALFORMED or ENOMEM.
+ */
+static int window_value(struct sl_decoder *d, const struct sl_jfield *f, union sl_cell *v)
+{
+	static const char *const names[] = {"start", "end"};
+	struct sl_jfield w[2];
+	int rc;
+
+	if (f->kind != SL_JOBJECT)
+		return SL_EMALFORMED;
+	if (!d->wjs && (rc = sl_jscan_new(names, 2, &d->wjs)))
+		return rc;
+	if ((rc = sl_jscan_line(d->wjs, f->raw, f->raw_len, w)))
+		return rc;
+	if (w[0].kind != SL_JSTRING || w[1].kind != SL_JSTRING ||
+	    sl_timestamp_parse(w[0].str, w[0].str_len, &v->w.start) ||
+	    sl_timestamp_parse(w[1].str, w[1].str_len, &v->w.end))
+		return SL_EMALFORMED;
+	return 0;
+}
+
 /* A JSON field into (row, col). Returns 0, SL_EMALFORMED (left null) or errno. */
 static int set_json(struct sl_decoder *d, struct sl_batch *b, size_t row, size_t col,
 		    const struct sl_jfield *f)
@@ -341,8 +386,14 @@ static int set_json(struct sl_decoder *d, struct sl_batch *b, size_t row, size_t
 			return SL_EMALFORMED;
 		break;
 	case SL_TYPE_DOUBLE:
+		if (f->kind == SL_JSTRING && non_finite(f->str, f->str_len, &v.d))
+			break;
 		if (f->kind != SL_JNUMBER || parse_double(d, f->raw, f->raw_len, &v.d))
 			return SL_EMALFORMED;
+		break;
+	case SL_TYPE_WINDOW:
+		if ((rc = window_value(d, f, &v)))
+			return rc;
 		break;
 	case SL_TYPE_BOOLEAN:
 		if (f->kind != SL_JTRUE && f->kind != SL_JFALSE)

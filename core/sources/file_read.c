@@ -23,78 +23,10 @@
 #include "fault.h"
 #include "file_int.h"
 #include "land.h"
+#include "outparts.h"
 
 #define ZST_LIMIT (4ull << 30) /* a compressed input may expand to 4 GiB */
 #define SPLIT_MIN (16u << 20)  /* files this big are decoded on both cores */
-
-/*
- * A landed file's bytes: inline ones copied (*mapped false, free()), a
- * blob mapped read-only (*mapped true, munmap()): landed blobs never change,
- * and a mapping costs no copy and no resident memory of its own.
- */
-static int read_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len, bool *mapped)
-{
-	struct sl_txn *t;
-	struct sl_inode i;
-	int rc;
-
-	if ((rc = sl_catalog_read(sl_land_catalog(l), &t)))
-		return rc;
-	rc = sl_txn_inode_get(t, id, &i);
-	if (rc == 0 && i.storage == SL_STORE_INLINE) {
-		const void *d;
-		size_t n;
-		rc = sl_txn_data_get(t, id, &d, &n);
-		if (rc == 0 && !(*data = malloc(n ? n : 1)))
-			rc = ENOMEM;
-		if (rc == 0) {
-			memcpy(*data, d, n);
-			*len = n;
-		}
-		sl_txn_end(t);
-		return rc;
-	}
-	sl_txn_end(t);
-	if (rc)
-		return rc;
-	int fd;
-	if ((rc = sl_blob_open(sl_land_blobs(l), id, O_RDONLY, &fd)))
-		return rc;
-	struct stat sb;
-	if (i.size > 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= i.size) {
-		void *m = mmap(NULL, i.size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (m != MAP_FAILED) {
-			close(fd);
-			/* read ahead at once: the disk works while the decoders do */
-			madvise(m, i.size, MADV_WILLNEED);
-			*data = m;
-			*len = i.size;
-			*mapped = true;
-			return 0;
-		}
-	}
-	char *buf = malloc(i.size ? i.size : 1);
-	size_t got = 0;
-	if (!buf)
-		rc = ENOMEM;
-	while (rc == 0 && got < i.size) {
-		ssize_t r = pread(fd, buf + got, i.size - got, (off_t)got);
-		if (r < 0)
-			rc = errno;
-		else if (r == 0)
-			rc = SL_ECORRUPT; /* shorter than its record */
-		else
-			got += (size_t)r;
-	}
-	close(fd);
-	if (rc) {
-		free(buf);
-		return rc;
-	}
-	*data = buf;
-	*len = i.size;
-	return 0;
-}
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -392,7 +324,7 @@ int sl_file_read(struct sl_source *p, size_t part, struct sl_batch *b,
 	bool mapped = false;
 	int rc;
 
-	if ((rc = read_bytes(p->l, f->id, &data, &len, &mapped))) {
+	if ((rc = sl_land_file_bytes(p->l, f->id, &data, &len, &mapped))) {
 		snprintf(err, errlen, "cannot read 'in/%.300s': %s", f->path, sl_strerror(rc));
 		return rc;
 	}

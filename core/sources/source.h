@@ -37,6 +37,9 @@ struct sl_source_args {
 	bool ignore_caps;                /* trigger once: one batch takes everything */
 };
 
+/* Longest offset text, NUL included. */
+#define SL_OFFSET_MAX 256
+
 /*
  * One batch's range (start, end], filled by latest_offset() or replay().
  * Offsets are NUL-terminated JSON text; "" is none (null).
@@ -45,8 +48,9 @@ struct sl_source_range {
 	bool replay;          /* the range was logged by an earlier run (batch N had no commit) */
 	int64_t ts_ms;        /* on a replay: the batchTimestampMs logged with it */
 	size_t nparts;        /* partitions of the range; 0: no new data */
-	char start[64];       /* startOffset: the previous batch's end, or "" */
-	char end[64];         /* endOffset: logged verbatim in offsets/N */
+	char start[SL_OFFSET_MAX]; /* startOffset: the previous batch's end, or "" */
+	char end[SL_OFFSET_MAX];   /* endOffset: logged verbatim in offsets/N */
+	char why[256];        /* when latest_offset() or replay() fail: why, or "" */
 };
 
 /* Source metrics for the progress report. */
