@@ -31,7 +31,9 @@ static void usage(FILE *f)
 		   "when none). Read-only and lock-free: it works while the data dir is mounted;\n"
 		   "in_flight counts files created through the running mount, not yet landed.\n"
 		   "Then one line per query of sluice.json: '<name> batch=<id or -> rows=<n>\n"
-		   "backlog=<files>/<bytes> watermark=<ISO or -> error=<lastError or ->'.\n"
+		   "backlog=<files>/<bytes> watermark=<ISO or -> error=<lastError or ->'; a\n"
+		   "source that reads no files shows its backlog in its own unit, e.g.\n"
+		   "backlog=2:batches (query) or backlog=-, unknown (process).\n"
 		   "\n"
 		   "  --json        one JSON object instead: landing counters, and per query\n"
 		   "                source, sink, guarantee, batch, rows, backlog, watermark,\n"
@@ -83,7 +85,8 @@ static void print_refused(const struct sl_land_counters *c)
 struct qsnap {
 	const struct sl_query_config *q;
 	struct sl_engine_status es;
-	struct sl_backlog b;
+	struct sl_engine_backlog eb; /* in the source's units */
+	struct sl_backlog b;         /* files and bytes: the file source's, else zero */
 };
 
 /* What status shows, as of one read transaction (t NULL: a new data dir). */
@@ -97,17 +100,22 @@ struct snap {
 static int qsnap_read(struct sl_txn *t, const struct sl_query_config *q, struct qsnap *out)
 {
 	uint32_t qid;
-	int rc = t ? sl_qindex_backlog(t, q->name, &out->b) : SL_NOTFOUND;
+	int rc;
 
-	memset(&out->es, 0, sizeof(out->es));
+	memset(out, 0, sizeof(*out));
 	out->q = q;
-	if (rc && rc != SL_NOTFOUND)
+	out->eb.known = true;
+	out->eb.unit[0] = SL_SOURCE_IS_FILE(q->source.format) ? "files" : NULL;
+	if (!t)
+		return 0; /* a new data dir */
+	if ((rc = sl_engine_backlog(t, q, &out->eb)))
 		return rc;
-	if (rc == SL_NOTFOUND) {
-		memset(&out->b, 0, sizeof(out->b));
+	if (out->eb.unit[0] && !strcmp(out->eb.unit[0], "files"))
+		out->b = (struct sl_backlog){.files = out->eb.v[0], .bytes = out->eb.v[1]};
+	rc = sl_qindex_qid(t, q->name, &qid);
+	if (rc == SL_NOTFOUND)
 		return 0; /* never started */
-	}
-	if ((rc = sl_qindex_qid(t, q->name, &qid)) == 0)
+	if (rc == 0)
 		rc = sl_engine_status(t, qid, &out->es);
 	return rc == SL_NOTFOUND ? 0 : rc;
 }
@@ -131,20 +139,33 @@ static int snap_read(struct snap *s, struct sl_txn *t, const struct sl_config *c
 	return rc;
 }
 
-/* "<name> batch=<id or -> rows=<n> backlog=<files>/<bytes> watermark=<ISO or -> error=<..>" */
+/* "<files>/<bytes>" for the file source, "<n>:<unit>[/<n>:<unit>]" for others, "-" unknown. */
+static void backlog_text(const struct sl_engine_backlog *b, char *buf, size_t len)
+{
+	if (!b->known || !b->unit[0]) {
+		snprintf(buf, len, b->known ? "0/0" : "-");
+	} else if (!strcmp(b->unit[0], "files")) {
+		snprintf(buf, len, "%" PRIu64 "/%" PRIu64, b->v[0], b->v[1]);
+	} else {
+		int n = snprintf(buf, len, "%" PRIu64 ":%s", b->v[0], b->unit[0]);
+		if (b->unit[1] && n > 0 && (size_t)n < len)
+			snprintf(buf + n, len - (size_t)n, "/%" PRIu64 ":%s", b->v[1], b->unit[1]);
+	}
+}
+
+/* "<name> batch=<id or -> rows=<n> backlog=<see backlog_text> watermark=<ISO or -> error=<..>" */
 static void print_query(const struct qsnap *x)
 {
 	char wm[SL_TIMESTAMP_BUFSZ] = "-";
-	char batch[24] = "-";
+	char batch[24] = "-", backlog[96];
 
 	if (x->es.has_batch)
 		snprintf(batch, sizeof(batch), "%" PRIu64, x->es.batch);
 	if (x->q->has_watermark)
 		sl_timestamp_format(x->es.wm_ms * 1000, wm);
-	printf("%s batch=%s rows=%" PRIu64 " backlog=%" PRIu64 "/%" PRIu64
-	       " watermark=%s error=%s\n",
-	       x->q->name, batch, x->es.rows, x->b.files, x->b.bytes, wm,
-	       x->es.error[0] ? x->es.error : "-");
+	backlog_text(&x->eb, backlog, sizeof(backlog));
+	printf("%s batch=%s rows=%" PRIu64 " backlog=%s watermark=%s error=%s\n", x->q->name,
+	       batch, x->es.rows, backlog, wm, x->es.error[0] ? x->es.error : "-");
 }
 
 static void print_plain(const struct snap *s)
@@ -201,15 +222,23 @@ static void print_json(const struct snap *s)
 		json_str(x->q->name);
 		printf(",\"source\":\"%s\",\"sink\":\"%s\",\"guarantee\":\"%s\",\"batch\":",
 		       sl_config_source_name(x->q->source.format),
-		       sl_config_sink_name(x->q->sink_format),
-		       x->q->sink_format >= SL_SINK_CONSOLE ? "at-least-once" : "exactly-once");
+		       sl_config_sink_name(x->q->sink_format), sl_engine_guarantee(x->q));
 		if (x->es.has_batch)
 			printf("%" PRIu64, x->es.batch);
 		else
 			printf("null");
-		printf(",\"rows\":%" PRIu64 ",\"backlog\":{\"files\":%" PRIu64
-		       ",\"bytes\":%" PRIu64 "},\"watermark\":",
-		       x->es.rows, x->b.files, x->b.bytes);
+		printf(",\"rows\":%" PRIu64 ",\"backlog\":", x->es.rows);
+		if (!x->eb.known) {
+			printf("null");
+		} else if (!x->eb.unit[0]) {
+			printf("{\"files\":0,\"bytes\":0}");
+		} else {
+			printf("{\"%s\":%" PRIu64, x->eb.unit[0], x->eb.v[0]);
+			if (x->eb.unit[1])
+				printf(",\"%s\":%" PRIu64, x->eb.unit[1], x->eb.v[1]);
+			putchar('}');
+		}
+		printf(",\"watermark\":");
 		if (x->q->has_watermark) {
 			sl_timestamp_format(x->es.wm_ms * 1000, ts);
 			printf("\"%s\"", ts);

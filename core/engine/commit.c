@@ -18,6 +18,7 @@
 #include "catalog.h"
 #include "config.h"
 #include "decode.h"
+#include "engine.h"
 #include "engine_int.h"
 #include "metrics.h"
 #include "ops.h"
@@ -48,7 +49,8 @@ void sl_engine_report_read(struct sl_catalog *cat, struct report *r)
 	if (sl_catalog_read(cat, &t))
 		return;
 	query_uuid(t, p->qid, r->id);
-	p->sops->backlog(p->src, t, &r->m);
+	if (p->sops->pending(t, p->q, p->qid, &r->m.backlog))
+		r->m.backlog.known = false;
 	sl_txn_end(t);
 }
 
@@ -129,8 +131,8 @@ static void progress_report(const struct report *r, int64_t t2, int64_t trigger_
 	}
 	pr.null_names = names;
 	pr.null_counts = counts;
-	pr.backlog_files = m->backlog_files;
-	pr.backlog_bytes = m->backlog_bytes;
+	pr.backlog = &m->backlog;
+	pr.sink_guarantee = sl_engine_guarantee(q);
 	pr.skipped_age = m->skipped_age;
 	pr.skipped_seen = m->skipped_seen;
 	sl_render_progress(&pr, out, len);

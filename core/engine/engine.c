@@ -254,6 +254,28 @@ static const struct sl_sink_ops *sink_ops(const struct sl_query_config *q)
 	}
 }
 
+int sl_engine_backlog(struct sl_txn *t, const struct sl_query_config *q,
+		      struct sl_engine_backlog *out)
+{
+	struct sl_source_backlog b = {0};
+	uint32_t qid = 0;
+	int rc = sl_qindex_qid(t, q->name, &qid);
+
+	if (rc && rc != SL_NOTFOUND)
+		return rc;
+	rc = source_ops(q)->pending(t, q, qid, &b);
+	if (rc == 0 && !qid)
+		memset(b.v, 0, sizeof(b.v)); /* never started */
+	*out = (struct sl_engine_backlog){.known = b.known, .unit = {b.unit[0], b.unit[1]},
+					  .v = {b.v[0], b.v[1]}};
+	return rc;
+}
+
+const char *sl_engine_guarantee(const struct sl_query_config *q)
+{
+	return sink_ops(q)->guarantee == SL_SINK_EXACTLY_ONCE ? "exactly-once" : "at-least-once";
+}
+
 struct error_rec {
 	uint32_t qid;
 	const char *text;

@@ -101,6 +101,23 @@ struct sl_engine_status {
 };
 int sl_engine_status(struct sl_txn *t, uint32_t qid, struct sl_engine_status *out);
 
+/*
+ * A query's backlog in its source's own units, from the catalog alone:
+ * the file source {"files","bytes"}, query {"batches"}, rate {"rows"}.
+ * known false: only the source's program could tell. A query never started
+ * has an empty one.
+ */
+struct sl_engine_backlog {
+	bool known;
+	const char *unit[2]; /* static; unit[1] NULL when there is one */
+	uint64_t v[2];
+};
+int sl_engine_backlog(struct sl_txn *t, const struct sl_query_config *q,
+		      struct sl_engine_backlog *out);
+
+/* The guarantee q's sink declares: "exactly-once" or "at-least-once" (static). */
+const char *sl_engine_guarantee(const struct sl_query_config *q);
+
 /* Calls fn for every query ever started (name, id), in name order. */
 int sl_engine_queries(struct sl_txn *t, int (*fn)(void *ctx, const char *name, uint32_t qid),
 		      void *ctx);

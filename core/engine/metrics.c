@@ -186,7 +186,8 @@ struct qfig {
 	const char *name;       /* borrowed from the config */
 	bool has_wm;            /* the query has a watermark and a batch committed */
 	uint64_t batches;       /* the next batch id */
-	struct sl_backlog backlog;
+	struct sl_backlog backlog;     /* files and bytes: the file source's, else zero */
+	struct sl_engine_backlog units; /* in the source's own units */
 	int64_t oldest_age_ms;  /* age of the oldest backlogged file; 0 when none */
 	int64_t wm_ms;          /* the watermark (ms) ... */
 	int64_t lag_ms;         /* ... and how far behind the wall clock */
@@ -210,9 +211,11 @@ static int read_query(struct sl_txn *t, const struct sl_query_config *q, int64_t
 	if (rc == SL_NOTFOUND)
 		return 0; /* never started: zeros */
 	if (rc || (rc = sl_engine_status(t, qid, &es)) ||
-	    (rc = sl_qindex_backlog(t, q->name, &out->backlog)) ||
+	    (rc = sl_engine_backlog(t, q, &out->units)) ||
 	    (rc = figures_read(t, qid, &out->f)) || (rc = error_class(t, qid, &out->err)))
 		return rc;
+	if (out->units.unit[0] && !strcmp(out->units.unit[0], "files"))
+		out->backlog = (struct sl_backlog){.files = out->units.v[0], .bytes = out->units.v[1]};
 	out->batches = es.has_batch ? es.batch + 1 : 0;
 	out->has_wm = q->has_watermark && es.has_batch;
 	out->wm_ms = es.wm_ms;
@@ -408,6 +411,16 @@ static void render_queries(struct sl_strbuf *b, const struct qfig *v, size_t n)
 			sample_u64(b, qf->name, v[k].name,
 				   *(const uint64_t *)((const char *)&v[k] + qf->off));
 	}
+	family(b, "sluice_query_backlog", "gauge",
+	       "What the query has not planned yet, in its source's units (unit label: files and "
+	       "bytes, batches of a query source, rows of rate, lines and bytes of a spool).");
+	for (size_t k = 0; k < n; k++)
+		for (int u = 0; u < 2 && v[k].units.known && v[k].units.unit[u]; u++) {
+			sl_strbuf_adds(b, "sluice_query_backlog");
+			query_label(b, v[k].name);
+			sl_strbuf_addf(b, ",unit=\"%s\"} %" PRIu64 "\n", v[k].units.unit[u],
+				       v[k].units.v[u]);
+		}
 	family(b, "sluice_query_backlog_oldest_age_seconds", "gauge",
 	       "Age of the oldest landed file in the backlog since it landed; 0 when none.");
 	for (size_t k = 0; k < n; k++)

@@ -13,6 +13,7 @@
 #include "err.h"
 #include "ops.h"
 #include "render.h"
+#include "source.h"
 #include "timestamp.h"
 
 int sl_render_landing(const struct sl_land_counters *c, char **out, size_t *len)
@@ -170,15 +171,23 @@ int sl_render_progress(const struct sl_progress *p, char **out, size_t *len)
 	json_object_set_new(o, "sources", sources);
 	json_object_set_new(sink, "description", json_string(p->sink_desc));
 	json_object_set_new(sink, "numOutputRows", json_integer((json_int_t)p->num_output_rows));
+	if (p->sink_guarantee)
+		json_object_set_new(sink, "guarantee", json_string(p->sink_guarantee));
 	json_object_set_new(o, "sink", sink);
 	json_object_set_new(o, "numMalformedRows", json_integer((json_int_t)p->malformed));
 	for (size_t i = 0; i < p->n_nulls; i++)
 		json_object_set_new(nulls, p->null_names[i],
 				    json_integer((json_int_t)p->null_counts[i]));
 	json_object_set_new(o, "nullCounts", nulls);
-	json_object_set_new(backlog, "files", json_integer((json_int_t)p->backlog_files));
-	json_object_set_new(backlog, "bytes", json_integer((json_int_t)p->backlog_bytes));
-	json_object_set_new(o, "backlog", backlog);
+	if (p->backlog && p->backlog->known) {
+		for (int u = 0; u < 2 && p->backlog->unit[u]; u++)
+			json_object_set_new(backlog, p->backlog->unit[u],
+					    json_integer((json_int_t)p->backlog->v[u]));
+		json_object_set_new(o, "backlog", backlog);
+	} else {
+		json_decref(backlog);
+		json_object_set_new(o, "backlog", json_null());
+	}
 	json_object_set_new(o, "skippedByMaxFileAge", json_integer((json_int_t)p->skipped_age));
 	json_object_set_new(o, "skippedAlreadySeen", json_integer((json_int_t)p->skipped_seen));
 	if (p->last_error)

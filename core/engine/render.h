@@ -37,7 +37,8 @@ struct sl_progress {
 	const char *const *null_names; /* NOT NULL columns ... */
 	const uint64_t *null_counts;   /* ... and their null counts */
 	size_t n_nulls;
-	uint64_t backlog_files, backlog_bytes;
+	const struct sl_source_backlog *backlog; /* in the source's units; NULL: none */
+	const char *sink_guarantee;  /* "exactly-once" or "at-least-once" */
 	uint64_t skipped_age, skipped_seen; /* skippedByMaxFileAge, skippedAlreadySeen */
 	const char *last_error;     /* or NULL */
 	/* eventTime, when the query has a watermark */

@@ -458,12 +458,16 @@ static int file_log(struct sl_source *p, struct sl_txn *t, uint64_t batch, int64
 	return rc;
 }
 
-static void file_backlog(struct sl_source *p, struct sl_txn *t, struct sl_source_metrics *m)
+static int file_pending(struct sl_txn *t, const struct sl_query_config *q, uint32_t qid,
+			struct sl_source_backlog *out)
 {
 	struct sl_backlog bl = {0};
-	sl_qindex_backlog(t, p->q->name, &bl);
-	m->backlog_files = bl.files;
-	m->backlog_bytes = bl.bytes;
+	int rc = sl_qindex_backlog(t, q->name, &bl);
+
+	(void)qid;
+	*out = (struct sl_source_backlog){.known = true, .unit = {"files", "bytes"},
+					  .v = {bl.files, bl.bytes}};
+	return rc == SL_NOTFOUND ? 0 : rc;
 }
 
 static int file_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch,
@@ -574,7 +578,7 @@ const struct sl_source_ops sl_source_file = {
 	.latest_offset = file_latest_offset,
 	.log = file_log,
 	.read = sl_file_read,
-	.backlog = file_backlog,
+	.pending = file_pending,
 	.commit_txn = file_commit_txn,
 	.commit = file_commit,
 	.describe = file_describe,

@@ -273,26 +273,29 @@ static int query_read(struct sl_source *p, size_t part, struct sl_batch *b,
 	return rc;
 }
 
-static void query_backlog(struct sl_source *p, struct sl_txn *t, struct sl_source_metrics *m)
+/* The upstream's committed batches after the last one planned. */
+static int query_pending(struct sl_txn *t, const struct sl_query_config *q, uint32_t qid,
+			 struct sl_source_backlog *out)
 {
-	char uuid[UUID_LEN + 1];
+	struct sl_source p = {.q = q, .qid = qid};
+	char key[48], uuid[UUID_LEN + 1];
+	uint64_t end1;
 	uint32_t uqid;
 	int64_t last;
+	int rc;
 
-	memset(m, 0, sizeof(*m));
-	/* committed upstream batches not yet planned, and their parts' bytes */
-	if (upstream(t, p, &uqid, uuid) || upstream_last(t, uqid, &last) || last <= p->e)
-		return;
-	uint64_t outdir;
-	struct sl_out_part *v;
-	size_t n;
-	if (sl_txn_dirent_get(t, SL_ID_OUT, p->q->source.upstream, &outdir) ||
-	    sl_out_parts(t, outdir, (uint64_t)(p->e + 1), (uint64_t)last, &v, &n))
-		return;
-	m->backlog_files = n;
-	for (size_t i = 0; i < n; i++)
-		m->backlog_bytes += v[i].size;
-	sl_out_parts_free(v, n);
+	*out = (struct sl_source_backlog){.known = true, .unit = {"batches", NULL}};
+	qkey(key, sizeof(key), qid, "qend");
+	if ((rc = sl_txn_meta_get(t, key, &end1)))
+		return rc;
+	rc = upstream(t, &p, &uqid, uuid);
+	if (rc == 0)
+		rc = upstream_last(t, uqid, &last);
+	if (rc)
+		return rc == SL_NOTFOUND ? 0 : rc;
+	if (last + 1 > (int64_t)end1)
+		out->v[0] = (uint64_t)(last + 1 - (int64_t)end1);
+	return 0;
 }
 
 static int query_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch,
@@ -352,7 +355,7 @@ const struct sl_source_ops sl_source_query = {
 	.latest_offset = query_latest_offset,
 	.log = query_log,
 	.read = query_read,
-	.backlog = query_backlog,
+	.pending = query_pending,
 	.commit_txn = query_commit_txn,
 	.commit = query_commit,
 	.describe = query_describe,

@@ -290,11 +290,36 @@ static int rate_read(struct sl_source *p, size_t part, struct sl_batch *b,
 	return 0;
 }
 
-static void rate_backlog(struct sl_source *p, struct sl_txn *t, struct sl_source_metrics *m)
+/*
+ * rate: the rows of the seconds elapsed since the last logged end (what the
+ * next batch would make now); rate-micro-batch: none, a batch is always due.
+ */
+static int rate_pending(struct sl_txn *t, const struct sl_query_config *q, uint32_t qid,
+			struct sl_source_backlog *out)
 {
-	(void)p;
-	(void)t;
-	memset(m, 0, sizeof(*m)); /* rows are made up on demand: no backlog */
+	struct sl_source p = {.q = q, .qid = qid};
+	const struct sl_source_config *c = &q->source;
+	char key[48];
+	uint64_t end1;
+	int rc;
+
+	*out = (struct sl_source_backlog){.known = true, .unit = {"rows", NULL}};
+	if (q->source.format == SL_SOURCE_RATE_MICRO_BATCH)
+		return 0;
+	qkey(key, sizeof(key), qid, "rend");
+	if ((rc = sl_txn_meta_get(t, key, &end1)))
+		return rc;
+	rc = creation(&p, t, false);
+	if (rc == SL_NOTFOUND)
+		return 0; /* never planned */
+	if (rc)
+		return rc;
+	int64_t s = end1 ? (int64_t)end1 - 1 : 0, now = now_ms();
+	int64_t e = now > p.creation_ms ? (now - p.creation_ms) / 1000 : 0;
+	if (e > s && e <= INT64_MAX / c->rows_per_second)
+		out->v[0] = (uint64_t)(sl_rate_value_at(e, c->rows_per_second, c->ramp_up_s) -
+				       sl_rate_value_at(s, c->rows_per_second, c->ramp_up_s));
+	return 0;
 }
 
 static int rate_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch,
@@ -364,7 +389,7 @@ const struct sl_source_ops sl_source_rate = {
 	.latest_offset = rate_latest_offset,
 	.log = rate_log,
 	.read = rate_read,
-	.backlog = rate_backlog,
+	.pending = rate_pending,
 	.commit_txn = rate_commit_txn,
 	.commit = rate_commit,
 	.describe = rate_describe,

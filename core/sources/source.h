@@ -53,10 +53,22 @@ struct sl_source_range {
 	char why[256];        /* when latest_offset() or replay() fail: why, or "" */
 };
 
+/*
+ * A query's backlog in its source's own units, read from the catalog alone
+ * (so that `sluice status` needs no running source): the file source
+ * {"files","bytes"}, query {"batches"}, rate {"rows"}, a spool
+ * {"lines","bytes"}.
+ */
+struct sl_source_backlog {
+	bool known;          /* false: only the source's program could tell */
+	const char *unit[2]; /* static names; unit[1] NULL when there is one */
+	uint64_t v[2];       /* not yet planned, in those units */
+};
+
 /* Source metrics for the progress report. */
 struct sl_source_metrics {
-	uint64_t backlog_files, backlog_bytes; /* not yet planned */
-	uint64_t skipped_age, skipped_seen;    /* skippedByMaxFileAge, skippedAlreadySeen */
+	struct sl_source_backlog backlog;   /* not yet planned */
+	uint64_t skipped_age, skipped_seen; /* skippedByMaxFileAge, skippedAlreadySeen */
 };
 
 struct sl_source_ops {
@@ -104,8 +116,13 @@ struct sl_source_ops {
 	int (*read)(struct sl_source *s, size_t part, struct sl_batch *b,
 		    struct sl_decode_stats *st, char *err, size_t errlen);
 
-	/* Reads the metrics shown before the commit (backlog), in t. Best effort. */
-	void (*backlog)(struct sl_source *s, struct sl_txn *t, struct sl_source_metrics *m);
+	/*
+	 * The backlog of query q (id qid) in t, without an open source: for the
+	 * progress report, `sluice status` and the metrics. 0, or the catalog's
+	 * error (a query never started has none: out is then zero and known).
+	 */
+	int (*pending)(struct sl_txn *t, const struct sl_query_config *q, uint32_t qid,
+		       struct sl_source_backlog *out);
 
 	/*
 	 * The batch's catalog commit, in its transaction t: the source records

@@ -154,7 +154,8 @@ def test_foreground_mount_prints_each_batch(mounts, tmp_path):
     assert (HEAD % 1 + "+--------------------+---+------+--------------------+\n") in log
     with open(os.path.join(m.mnt, "status", "c.json")) as f:
         sink = json.load(f)["sink"]
-    assert sink == {"description": "ConsoleTable", "numOutputRows": 1}
+    assert sink == {"description": "ConsoleTable", "numOutputRows": 1,
+                    "guarantee": "at-least-once"}
     assert os.listdir(os.path.join(m.mnt, "out")) == []
     m.unmount()
 

@@ -240,7 +240,8 @@ def test_progress_reports(mounts, tmp_path):
     src = last["sources"][0]
     assert src["description"] == "FileStreamSource[in/dev]"
     assert src["startOffset"] == {"logOffset": 0} and src["endOffset"] == {"logOffset": 1}
-    assert last["sink"] == {"description": "FileSink[out/dev]", "numOutputRows": 2}
+    assert last["sink"] == {"description": "FileSink[out/dev]", "numOutputRows": 2,
+                            "guarantee": "exactly-once"}
     assert last["backlog"] == {"files": 0, "bytes": 0}
     lines = read(m, "status", "dev.jsonl").decode().splitlines()
     assert [json.loads(l)["batchId"] for l in lines] == [0, 1]

@@ -51,6 +51,7 @@ FAMILIES = {
     "sluice_query_output_rows": "counter",
     "sluice_query_malformed_rows": "counter",
     "sluice_query_late_rows": "counter",
+    "sluice_query_backlog": "gauge",
     "sluice_query_backlog_files": "gauge",
     "sluice_query_backlog_bytes": "gauge",
     "sluice_query_backlog_oldest_age_seconds": "gauge",
@@ -200,6 +201,8 @@ def check_query(samples, reps, query, data):
     files, nbytes = status_backlog(data, query)
     assert val(samples, "sluice_query_backlog_files", query=query) == files
     assert val(samples, "sluice_query_backlog_bytes", query=query) == nbytes
+    assert val(samples, "sluice_query_backlog", query=query, unit="files") == files
+    assert val(samples, "sluice_query_backlog", query=query, unit="bytes") == nbytes
     if files == 0:
         assert val(samples, "sluice_query_backlog_oldest_age_seconds", query=query) == 0
     buckets, total, count = histogram(samples, "sluice_query_batch_duration_seconds",

@@ -283,7 +283,7 @@ def test_an_upstream_without_batches_gives_nothing_yet(tmp_path):
     write_config(data, PIPELINE)
     run(data)
     st = util.sluice("status", data).stdout
-    assert "totals batch=- rows=0 backlog=0/0 watermark=- error=-" in st, st
+    assert "totals batch=- rows=0 backlog=0:batches watermark=- error=-" in st, st
     land(tmp_path, data, "a.json", events(0))
     run(data)
     st = util.sluice("status", "--json", data)
@@ -321,3 +321,33 @@ def test_config_errors_name_the_field(tmp_path, queries, msg):
     p = util.sluice("run", "--available-now", data, timeout=60)
     assert p.returncode == 4, (p.returncode, p.stderr)
     assert msg in p.stderr, p.stderr
+
+
+def test_status_shows_the_backlog_in_upstream_batches(tmp_path):
+    """`sluice status`, its --json and the metrics count a query source's
+    backlog in upstream batches, the file source's in files and bytes."""
+    if not util.faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    data = str(tmp_path / "data")
+    write_config(data, PIPELINE)
+    for i in range(5):
+        land(tmp_path, data, "f%d.json" % i, events(i))
+    # clean commits batches 0 and 1, then dies after planning its batch 2
+    p = util.sluice("run", "--available-now", data, timeout=60,
+                    env=dict(os.environ, SLUICE_FAULT="engine.after_offsets:3"))
+    assert p.returncode == 86, (p.returncode, p.stderr)
+    st = util.sluice("status", data).stdout
+    assert "totals batch=- rows=0 backlog=2:batches " in st, st
+    doc = json.loads(util.sluice("status", "--json", data).stdout)
+    q = {x["name"]: x for x in doc["queries"]}
+    assert q["totals"]["backlog"] == {"batches": 2} and q["totals"]["source"] == "query"
+    assert q["clean"]["backlog"] == {"files": 0, "bytes": 0}  # its batch 2 took the last
+    prom = util.sluice("status", "--prometheus", data).stdout
+    assert 'sluice_query_backlog{query="totals",unit="batches"} 2' in prom, prom
+    assert 'sluice_query_backlog{query="clean",unit="files"} 0' in prom, prom
+    run(data)
+    st = util.sluice("status", data).stdout
+    assert "totals batch=0 rows=" in st and "backlog=0:batches" in st, st
+    doc = json.loads(util.sluice("status", "--json", data).stdout)
+    assert {x["name"]: x["guarantee"] for x in doc["queries"]} == \
+        {"totals": "exactly-once", "clean": "exactly-once"}
