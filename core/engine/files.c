@@ -287,6 +287,8 @@ static int add_gone(struct build *b)
 	for (size_t k = 0; k < b->nq; k++)
 		if (b->qs[k].started && (rc = sl_file_record_each(b->t, b->qs[k].qid, gone_cb, b)))
 			return rc;
+	if (b->ngone == 0)
+		return 0;
 	qsort(b->gone, b->ngone, sizeof(*b->gone), by_u64);
 	for (size_t g = 0; g < b->ngone; g++) {
 		if (g && b->gone[g] == b->gone[g - 1])
@@ -353,7 +355,8 @@ int sl_files_list(struct sl_txn *t, const struct sl_config *cfg, const struct sl
 				for (size_t j = 0; j < b->nq; j++)
 					if (b->qs[j].cfg->name == l->v[i].q[k].name)
 						l->v[i].q[k].error = l->errors[j];
-	qsort(l->v, l->n, sizeof(*l->v), by_seq);
+	if (l->n)
+		qsort(l->v, l->n, sizeof(*l->v), by_seq);
 	free(b->gone);
 	free(b->qs);
 	free(b);
