@@ -105,17 +105,27 @@ def test_states_through_a_mount(mounts, tmp_path):
         "hourly": q("ev", trigger={"processingTime": "1 hour"}),
         "arch": q("ar", source={"cleanSource": "archive"}),
         "del": q("dl", source={"cleanSource": "delete"})})
+    # the hourly query's first trigger takes this file at mount time; what
+    # lands after that waits an hour
+    land(data, local(tmp_path, "0.json"), "ev")
     m = mounts.new(data=data)
-    for d in ("ev", "ar", "dl", "misc"):
+
+    def report(name):
+        with open(m.p("status", name + ".json")) as f:
+            return json.load(f)
+    util.wait_for(lambda: report("hourly") and report("now"), 30, "the first batches")
+    for d in ("ar", "dl", "misc"):
         os.mkdir(m.inp(d))
+    # one landing at a time: a cp lands with the next group commit after its
+    # RELEASE, a rename at once, so without the waits the order could vary
     shutil.copy(local(tmp_path, "a.json"), m.inp("ev", "a.json"))
+    m.wait_landed()
     stage = m.inp("ev", ".b.json.part")
     shutil.copy(local(tmp_path, "b.json", 3), stage)
     os.rename(stage, m.inp("ev", "b.json"))
-    shutil.copy(local(tmp_path, "c.json"), m.inp("ar", "c.json"))
-    shutil.copy(local(tmp_path, "d.json"), m.inp("dl", "d.json"))
-    shutil.copy(local(tmp_path, "e.json"), m.inp("misc", "e.json"))
-    m.wait_landed()
+    for d, name in (("ar", "c.json"), ("dl", "d.json"), ("misc", "e.json")):
+        shutil.copy(local(tmp_path, name), m.inp(d, name))
+        m.wait_landed()
 
     def settled():
         s = states(data)
@@ -127,11 +137,16 @@ def test_states_through_a_mount(mounts, tmp_path):
     assert s[("ev/a.json", "hourly")] == {"name": "hourly", "state": "waiting", "batch": None}
     assert s[("ev/b.json", "hourly")]["state"] == "waiting"
     assert s[("ar/c.json", "arch")]["batch"] == 0 and s[("dl/d.json", "del")]["batch"] == 0
+    assert s[("ev/0.json", "hourly")] == {"name": "hourly", "state": "committed", "batch": 0}
+    assert s[("ev/0.json", "now")]["batch"] == 0
     batches = sorted((s[("ev/a.json", "now")]["batch"], s[("ev/b.json", "now")]["batch"]))
-    assert batches[0] == 0
+    assert batches[0] == 1
     by_path = {f["path"]: f for f in files_json(data)}
-    assert [f["path"] for f in files_json(data)] == \
-        ["ev/a.json", "ev/b.json", "ar/c.json", "dl/d.json", "misc/e.json"]  # landing order
+    listed = files_json(data)
+    assert [f["path"] for f in listed] == \
+        ["ev/0.json", "ev/a.json", "ev/b.json", "ar/c.json", "dl/d.json",
+         "misc/e.json"]  # landing order
+    assert [f["landed"] for f in listed] == sorted(f["landed"] for f in listed)
     assert by_path["ev/a.json"]["location"] == "in/ev/a.json"
     assert by_path["ev/b.json"]["size"] == os.stat(m.inp("ev", "b.json")).st_size
     assert by_path["ev/b.json"]["id"] == os.stat(m.inp("ev", "b.json")).st_ino
