@@ -15,6 +15,7 @@ static const struct {
 	{"run", cmd_run, "run every query over what has landed, then exit (--available-now)"},
 	{"land", cmd_land, "land local files into a data dir without a mount"},
 	{"status", cmd_status, "show landing counters and queries (works while mounted)"},
+	{"files", cmd_files, "show each landed file and what each query did with it"},
 	{"check", cmd_check, "verify that the catalog and the blobs agree"},
 };
 

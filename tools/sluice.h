@@ -22,6 +22,7 @@ int cmd_land(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_files(int argc, char **argv);
 
 /* Prints "sluice: <cmd>: <message>" on stderr. */
 void die_msg(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

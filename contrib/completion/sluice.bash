@@ -2,7 +2,7 @@
 # Installed as $datadir/bash-completion/completions/sluice; works without the
 # bash-completion package too (source this file).
 
-_sluice_commands="mount run land status check"
+_sluice_commands="mount run land status files check"
 
 # -o values of sluice mount: sluice's own, then common libfuse/kernel ones.
 _sluice_mount_opts="land=rename land=close temp= sparkroot= allow_other allow_root auto_unmount
@@ -10,7 +10,7 @@ default_permissions suid nosuid dev nodev"
 
 # Prints the query names of DATA_DIR/sluice.json, one a line: with jq when it
 # is installed, else with a small tokenizer (keys of the "queries" object).
-# No option takes a query name today; this is here for those that will.
+# sluice files --query completes with them.
 _sluice_queries()
 {
 	local dir=${1/#\~/$HOME} f
@@ -116,6 +116,16 @@ _sluice()
 	land:--to)
 		return 0 # a folder under DATA_DIR's in/, which is not a local folder
 		;;
+	files:--query)
+		# the queries of the DATA_DIR given so far (the first positional word)
+		local d=
+		for ((i = ci + 1; i < cword - 1; i++)); do
+			[[ ${words[i]} == --query ]] && { i=$((i + 1)); continue; }
+			[[ ${words[i]} != -* ]] && { d=${words[i]}; break; }
+		done
+		[[ -n $d ]] && COMPREPLY=($(compgen -W "$(_sluice_queries "$d")" -- "$cur"))
+		return 0
+		;;
 	esac
 
 	# how many positional arguments come before cur
@@ -126,7 +136,7 @@ _sluice()
 			continue
 		fi
 		case $cmd:${words[i]} in
-		mount:-o | land:--to) skip=1 ;;
+		mount:-o | land:--to | files:--query) skip=1 ;;
 		*:-*) ;;
 		*) npos=$((npos + 1)) ;;
 		esac
@@ -139,6 +149,7 @@ _sluice()
 		run) opts="--available-now --help" ;;
 		land) opts="--to --help" ;;
 		status) opts="--json --watch --prometheus --help" ;;
+		files) opts="--json --query --help" ;;
 		check) opts="--help" ;;
 		*) opts="" ;;
 		esac
@@ -152,6 +163,10 @@ _sluice()
 		((npos < 2)) && _sluice_paths d "$cur"
 		;;
 	run | status | check)
+		((npos < 1)) && _sluice_paths d "$cur"
+		;;
+	files)
+		# DATA_DIR; then PATH|GLOB is a path under its in/, not a local one
 		((npos < 1)) && _sluice_paths d "$cur"
 		;;
 	land)

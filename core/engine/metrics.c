@@ -192,6 +192,7 @@ struct qfig {
 	int64_t wm_ms;          /* the watermark (ms) ... */
 	int64_t lag_ms;         /* ... and how far behind the wall clock */
 	enum eclass err;
+	struct sl_skips skipped; /* files skipped since this version counted them */
 	struct figures f;
 };
 
@@ -212,7 +213,8 @@ static int read_query(struct sl_txn *t, const struct sl_query_config *q, int64_t
 		return 0; /* never started: zeros */
 	if (rc || (rc = sl_engine_status(t, qid, &es)) ||
 	    (rc = sl_engine_backlog(t, q, &out->units)) ||
-	    (rc = figures_read(t, qid, &out->f)) || (rc = error_class(t, qid, &out->err)))
+	    (rc = figures_read(t, qid, &out->f)) || (rc = error_class(t, qid, &out->err)) ||
+	    (rc = sl_qindex_skips_total(t, qid, &out->skipped)))
 		return rc;
 	if (out->units.unit[0] && !strcmp(out->units.unit[0], "files"))
 		out->backlog = (struct sl_backlog){.files = out->units.v[0], .bytes = out->units.v[1]};
@@ -421,6 +423,22 @@ static void render_queries(struct sl_strbuf *b, const struct qfig *v, size_t n)
 			sl_strbuf_addf(b, ",unit=\"%s\"} %" PRIu64 "\n", v[k].units.unit[u],
 				       v[k].units.v[u]);
 		}
+	/*
+	 * counted in the transaction that skips, so a skip made while no batch
+	 * runs shows at once (the progress report shows it with the next batch)
+	 */
+	family(b, "sluice_query_skipped_files_total", "counter",
+	       "Landed files the query skipped unread, by reason: max_file_age "
+	       "(skippedByMaxFileAge), already_seen (skippedAlreadySeen).");
+	for (size_t k = 0; k < n; k++) {
+		static const char *const why[] = {"max_file_age", "already_seen"};
+		const uint64_t count[] = {v[k].skipped.age, v[k].skipped.seen};
+		for (size_t w = 0; w < 2; w++) {
+			sl_strbuf_adds(b, "sluice_query_skipped_files_total");
+			query_label(b, v[k].name);
+			sl_strbuf_addf(b, ",reason=\"%s\"} %" PRIu64 "\n", why[w], count[w]);
+		}
+	}
 	family(b, "sluice_query_backlog_oldest_age_seconds", "gauge",
 	       "Age of the oldest landed file in the backlog since it landed; 0 when none.");
 	for (size_t k = 0; k < n; k++)

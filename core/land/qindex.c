@@ -184,7 +184,44 @@ int sl_qindex_skip(struct sl_txn *t, uint32_t qid, uint64_t seq, uint64_t id, ui
 	if ((rc = sl_qindex_unindex(t, qid, seq, id, size, true)))
 		return rc;
 	qkey(key, sizeof(key), qid, skip_key(why));
+	if ((rc = sl_txn_meta_add(t, key, 1)))
+		return rc;
+	qkey(key, sizeof(key), qid, why == SL_SKIP_SEEN ? "skippedseen" : "skippedage");
 	return sl_txn_meta_add(t, key, 1);
+}
+
+int sl_qindex_skips_total(struct sl_txn *t, uint32_t qid, struct sl_skips *out)
+{
+	char key[48];
+	int rc;
+
+	qkey(key, sizeof(key), qid, "skippedage");
+	if ((rc = sl_txn_meta_get(t, key, &out->age)))
+		return rc;
+	qkey(key, sizeof(key), qid, "skippedseen");
+	return sl_txn_meta_get(t, key, &out->seen);
+}
+
+bool sl_qindex_waiting(struct sl_txn *t, uint32_t qid, uint64_t seq)
+{
+	unsigned char ik[12];
+	const void *v;
+	size_t len;
+
+	put_be32(ik, qid);
+	put_be64(ik + 4, seq);
+	return sl_txn_get(t, SL_TABLE_QINDEX, ik, sizeof(ik), &v, &len) == 0;
+}
+
+bool sl_qindex_holds(struct sl_txn *t, uint32_t qid, uint64_t id)
+{
+	unsigned char hk[12];
+	const void *v;
+	size_t len;
+
+	put_be64(hk, id);
+	put_be32(hk + 8, qid);
+	return sl_txn_get(t, SL_TABLE_QHOLD, hk, sizeof(hk), &v, &len) == 0;
 }
 
 int sl_qindex_skips(struct sl_txn *t, uint32_t qid, bool take, struct sl_skips *out)

@@ -42,7 +42,8 @@ struct sl_txn;
  *   qindex   key: qid u32 | seq u64  value: file id u64
  *   qhold    key: id u64 | qid u32   value: empty (the query still needs it)
  *   meta     "q.<qid>.files", "q.<qid>.bytes": backlog counters;
- *            "q.<qid>.skipage", "q.<qid>.skipseen": skips not yet reported
+ *            "q.<qid>.skipage", "q.<qid>.skipseen": skips not yet reported;
+ *            "q.<qid>.skippedage", "q.<qid>.skippedseen": all skips (metrics)
  *
  * cfg is borrowed until sl_qindex_free().
  */
@@ -93,6 +94,17 @@ struct sl_skips {
  * call it so in the txn that commits the report that shows them.
  */
 int sl_qindex_skips(struct sl_txn *t, uint32_t qid, bool take, struct sl_skips *out);
+
+/*
+ * Every skip of query qid since this version counted them (never reset):
+ * the metrics' sluice_query_skipped_files_total.
+ */
+int sl_qindex_skips_total(struct sl_txn *t, uint32_t qid, struct sl_skips *out);
+
+/* Whether the file landed at seq is in query qid's index (not planned yet). */
+bool sl_qindex_waiting(struct sl_txn *t, uint32_t qid, uint64_t seq);
+/* Whether query qid still holds file id (planned and not committed, or waiting). */
+bool sl_qindex_holds(struct sl_txn *t, uint32_t qid, uint64_t id);
 
 /* The query's batch that read file id committed: it stops holding it. */
 int sl_qindex_release(struct sl_txn *t, uint32_t qid, uint64_t id);

@@ -11,6 +11,22 @@
  *                  (count 0: a no-data batch at the last end, K-1)
  *   's' sources/0/K: the rendered text, as Spark writes it
  *   'x' batch N's file ids, to clean after its commit (cleanSource)
+ *   'f' n = a file id: what planning decided about that file (`sluice
+ *       files`; struct sl_file_record), integers big-endian:
+ *       OFFSET SIZE MEANING
+ *       0      1    fate: enum sl_file_fate
+ *       1      1    'a'/'d' cleanSource of a cleaned file; 'n' for a seen
+ *                   skip keyed by name (fileNameOnly); else 0
+ *       2      8    batch id (planned, cleaned), else 0
+ *       10     8    the file's landing sequence number
+ *       18     8    its size (bytes)
+ *       26     8    its landing time (ns)
+ *       34     8    its age clock (us) when planned or skipped
+ *       42     8    skipped by age: newest planned minus maxFileAge (us)
+ *       50     ...  its in/-relative path (no NUL)
+ *       Written by the transaction that plans or skips the file; a commit
+ *       with cleanSource rewrites it as cleaned. Never deleted (a history
+ *       without retention yet, like Spark's source log).
  * meta: "q.<qid>.k" source log entries so far, "q.<qid>.maxts" newest age
  * clock planned (us).
  */
@@ -72,9 +88,10 @@ static int fill(struct sl_txn *t, struct planned *f, uint64_t id, uint64_t seq,
 	if (rc)
 		return rc;
 	f->id = id;
-	f->seq = seq;
+	f->seq = seq ? seq : i.seq; /* a replay knows only ids */
 	f->size = i.size;
 	f->landed_ms = i.landed_ns / 1000000;
+	f->landed_ns = i.landed_ns;
 	/*
 	 * mtime as it is now, capped at the landing time: a `touch -d 2099`
 	 * (allowed on a landed file) must not age every later file
@@ -219,6 +236,86 @@ static int seen_purge(struct sl_txn *t, uint32_t qid, int64_t threshold)
 	return rc;
 }
 
+/* ---- per-file records ('f') ---- */
+
+#define FREC_FIXED 50
+
+static int frec_put(struct sl_txn *t, uint32_t qid, const struct planned *f, char fate,
+		    char flag, uint64_t batch, int64_t threshold_us)
+{
+	unsigned char v[FREC_FIXED + sizeof(f->path)];
+	size_t n = strlen(f->path);
+	v[0] = (unsigned char)fate;
+	v[1] = (unsigned char)flag;
+	put_be64(v + 2, batch);
+	put_be64(v + 10, f->seq);
+	put_be64(v + 18, f->size);
+	put_be64(v + 26, (uint64_t)f->landed_ns);
+	put_be64(v + 34, (uint64_t)f->clock_us);
+	put_be64(v + 42, (uint64_t)threshold_us);
+	memcpy(v + FREC_FIXED, f->path, n);
+	return sl_qlog_put(t, qid, 'f', f->id, v, FREC_FIXED + n);
+}
+
+static int frec_decode(const unsigned char *v, size_t len, struct sl_file_record *out)
+{
+	if (len < FREC_FIXED || len - FREC_FIXED >= sizeof(out->path))
+		return SL_ECORRUPT;
+	out->fate = (char)v[0];
+	out->clean = out->fate == SL_FATE_CLEANED ? (char)v[1] : 0;
+	out->by_name = out->fate == SL_FATE_SKIP_SEEN && v[1] == 'n';
+	out->batch = get_be64(v + 2);
+	out->seq = get_be64(v + 10);
+	out->size = get_be64(v + 18);
+	out->landed_ns = (int64_t)get_be64(v + 26);
+	out->clock_us = (int64_t)get_be64(v + 34);
+	out->threshold_us = (int64_t)get_be64(v + 42);
+	memcpy(out->path, v + FREC_FIXED, len - FREC_FIXED);
+	out->path[len - FREC_FIXED] = 0;
+	return 0;
+}
+
+int sl_file_record_get(struct sl_txn *t, uint32_t qid, uint64_t id, struct sl_file_record *out)
+{
+	const void *v;
+	size_t len;
+	int rc = sl_qlog_get(t, qid, 'f', id, &v, &len);
+	return rc ? rc : frec_decode(v, len, out);
+}
+
+struct frec_each {
+	struct sl_txn *t;
+	uint32_t qid;
+	int (*fn)(void *ctx, uint64_t id, const struct sl_file_record *r);
+	void *ctx;
+	struct sl_file_record r;
+};
+
+static int frec_each_cb(void *ctx, uint64_t id, size_t len)
+{
+	struct frec_each *e = ctx;
+	int rc;
+	(void)len;
+	if ((rc = sl_file_record_get(e->t, e->qid, id, &e->r)))
+		return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
+	return e->fn(e->ctx, id, &e->r);
+}
+
+int sl_file_record_each(struct sl_txn *t, uint32_t qid,
+			int (*fn)(void *ctx, uint64_t id, const struct sl_file_record *r),
+			void *ctx)
+{
+	struct frec_each *e = malloc(sizeof(*e));
+	int rc;
+
+	if (!e)
+		return ENOMEM;
+	*e = (struct frec_each){.t = t, .qid = qid, .fn = fn, .ctx = ctx};
+	rc = sl_qlog_each(t, qid, 'f', frec_each_cb, e);
+	free(e);
+	return rc;
+}
+
 static bool in_batch(const struct sl_source *p, const struct seen_key *k)
 {
 	for (size_t i = 0; i < p->n; i++) {
@@ -347,10 +444,16 @@ static int file_latest_offset(struct sl_source *p, struct sl_txn *t, struct sl_s
 	 * Skips are counted in this txn, for the next report: when no batch
 	 * runs now (every file skipped), a later one still shows them.
 	 */
-	for (size_t i = 0; i < p->nskip; i++)
-		if ((rc = sl_qindex_skip(t, p->qid, p->skip[i].seq, p->skip[i].id, p->skip[i].size,
-					  p->skip[i].seen ? SL_SKIP_SEEN : SL_SKIP_AGE)))
+	int64_t threshold = (int64_t)p->maxts - p->q->source.max_file_age_us;
+	for (size_t i = 0; i < p->nskip; i++) {
+		const struct planned *f = &p->skip[i];
+		if ((rc = sl_qindex_skip(t, p->qid, f->seq, f->id, f->size,
+					 f->seen ? SL_SKIP_SEEN : SL_SKIP_AGE)) ||
+		    (rc = frec_put(t, p->qid, f, f->seen ? SL_FATE_SKIP_SEEN : SL_FATE_SKIP_AGE,
+				   f->seen && p->q->source.file_name_only ? 'n' : 0, 0,
+				   f->seen ? 0 : threshold)))
 			return rc;
+	}
 	qkey(key, sizeof(key), p->qid, "k");
 	if ((rc = sl_txn_meta_get(t, key, &k)))
 		return rc;
@@ -425,7 +528,8 @@ static int file_log(struct sl_source *p, struct sl_txn *t, uint64_t batch, int64
 			 p->k);
 		if (f->clock_us > 0 && (uint64_t)f->clock_us > maxts)
 			maxts = (uint64_t)f->clock_us;
-		if ((rc = sl_qindex_unindex(t, p->qid, f->seq, f->id, f->size, false)))
+		if ((rc = sl_qindex_unindex(t, p->qid, f->seq, f->id, f->size, false)) ||
+		    (rc = frec_put(t, p->qid, f, SL_FATE_PLANNED, 0, batch, 0)))
 			break;
 	}
 	rc = rc ? rc : src.oom ? ENOMEM : 0;
@@ -487,6 +591,9 @@ static int file_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch
 			ids[i] = p->files[i].id;
 		rc = sl_qlog_put(t, p->qid, 'x', batch, ids, p->n * 8);
 		free(ids);
+		char how = p->q->source.clean == SL_CLEAN_ARCHIVE ? 'a' : 'd';
+		for (size_t i = 0; rc == 0 && i < p->n; i++)
+			rc = frec_put(t, p->qid, &p->files[i], SL_FATE_CLEANED, how, batch, 0);
 		if (rc)
 			return rc;
 	}

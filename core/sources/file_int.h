@@ -18,6 +18,7 @@
 struct planned {
 	uint64_t id, seq, size;
 	int64_t landed_ms;  /* the file's landing time, for sources/0/K */
+	int64_t landed_ns;  /* the same in ns, for its record ('f') */
 	int64_t clock_us;   /* its age clock (landing time or mtime) */
 	bool seen;          /* skipped: its seen-set key was seen (else: too old) */
 	char path[4096];    /* in/-relative */

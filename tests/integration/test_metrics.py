@@ -52,6 +52,7 @@ FAMILIES = {
     "sluice_query_malformed_rows": "counter",
     "sluice_query_late_rows": "counter",
     "sluice_query_backlog": "gauge",
+    "sluice_query_skipped_files": "counter",
     "sluice_query_backlog_files": "gauge",
     "sluice_query_backlog_bytes": "gauge",
     "sluice_query_backlog_oldest_age_seconds": "gauge",

@@ -3,7 +3,8 @@
  * Unit tests of the source contract (core/sources/source.h) through its
  * first implementation, the file source: latest offset under the
  * maxFilesPerTrigger cap, the log of the range ({"logOffset":K} and
- * sources/0/K), reading partitions, a replay of the same range, commit.
+ * sources/0/K), reading partitions, a replay of the same range, commit;
+ * the per-file records planning leaves (`sluice files`).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -78,6 +79,28 @@ static int commit_apply(struct sl_txn *t, void *arg)
 	return st->ops->commit_txn(st->s, t, st->batch, &m);
 }
 
+static int count_record(void *ctx, uint64_t id, const struct sl_file_record *r)
+{
+	(void)id;
+	(void)r;
+	++*(int *)ctx;
+	return 0;
+}
+
+/* The record of file name under folder dir for qid: its fate and batch, or 0 fate. */
+static void record_of(struct sl_land *l, uint32_t qid, uint64_t dir, const char *name,
+		      struct sl_file_record *r)
+{
+	struct sl_txn *t;
+	uint64_t id;
+
+	memset(r, 0, sizeof(*r));
+	CHECK_OK(sl_catalog_read(sl_land_catalog(l), &t));
+	if (sl_txn_dirent_get(t, dir, name, &id) == 0 && sl_file_record_get(t, qid, id, r))
+		r->fate = 0;
+	sl_txn_end(t);
+}
+
 static void test_file_source_contract(void)
 {
 	static const char cfgtext[] =
@@ -129,6 +152,13 @@ static void test_file_source_contract(void)
 	bool logged = rc == 0 && len > 3 && !memcmp(v, "v1\n{\"path\":\"in/dev/1.json\"", 26);
 	sl_txn_end(t);
 	CHECK(logged);
+	/* each planned file's record: planned in batch 0, at its path; the third has none */
+	struct sl_file_record fr;
+	record_of(l, qid, a.id, "2.json", &fr);
+	CHECK(fr.fate == SL_FATE_PLANNED && fr.batch == 0 && !strcmp(fr.path, "dev/2.json"));
+	CHECK(fr.size == 16 && fr.seq > 0 && fr.landed_ns > 0);
+	record_of(l, qid, a.id, "3.json", &fr);
+	CHECK(fr.fate == 0);
 
 	struct sl_batch b;
 	struct sl_decode_stats ds;
@@ -156,6 +186,14 @@ static void test_file_source_contract(void)
 	CHECK(st.rc_replay == SL_NOTFOUND && st.r.nparts == 1);
 	CHECK(!strcmp(st.r.start, "{\"logOffset\":0}"));
 	CHECK(!strcmp(st.r.end, "{\"logOffset\":1}"));
+	record_of(l, qid, a.id, "3.json", &fr);
+	CHECK(fr.fate == SL_FATE_PLANNED && fr.batch == 1);
+	int nrec = 0;
+	CHECK_OK(sl_catalog_read(sl_land_catalog(l), &t));
+	rc = sl_file_record_each(t, qid, count_record, &nrec);
+	sl_txn_end(t);
+	CHECK_OK(rc);
+	CHECK(nrec == 3);
 	char desc[128];
 	st.ops->describe(st.s, desc, sizeof(desc));
 	CHECK(!strcmp(desc, "FileStreamSource[in/dev]"));
