@@ -175,7 +175,8 @@ static void json_str(const char *text)
 static void print_json(const struct snap *s)
 {
 	static const char *const sinks[] = {"json", "csv", "parquet", "console", "exec"};
-	static const char *const sources[] = {"json", "csv", "text", "rate", "rate-micro-batch"};
+	static const char *const sources[] = {"json", "csv", "text", "rate", "rate-micro-batch",
+					      "process"};
 	char ts[SL_TIMESTAMP_BUFSZ];
 	bool first = true;
 

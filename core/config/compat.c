@@ -33,6 +33,8 @@ enum field {
 	F_SINK_FORMAT,
 	F_PARTITION_BY,
 	F_SINK_COMMAND,  /* exec only: its line is left out for other sinks */
+	F_SOURCE_COMMAND, /* process only: its line is left out for other sources */
+	F_PROCESS_SCHEMA, /* process only: the whole schema, which its program answers in */
 	F_SOURCE_SCHEMA, /* checked apart: only the types of columns in state */
 	NFIELDS,
 };
@@ -41,6 +43,7 @@ enum field {
 static const struct {
 	const char *key;  /* the line's field; the message's path after queries.<name>. */
 	const char *dflt; /* what a config without the option describes */
+	const char *path; /* the message's path when not key */
 } fields[NFIELDS] = {
     [F_SOURCE_FORMAT] = {"source.format", ""},
     [F_SOURCE_PATH] = {"source.path", ""},
@@ -54,6 +57,8 @@ static const struct {
     [F_PARTITION_BY] = {"sink.partitionBy", ""},
     [F_SOURCE_SCHEMA] = {"source.schema", ""},
     [F_SINK_COMMAND] = {"sink.command", ""},
+    [F_SOURCE_COMMAND] = {"source.command", ""},
+    [F_PROCESS_SCHEMA] = {"source.processSchema", "", "source.schema"},
 };
 
 static bool is_plain(char c)
@@ -222,7 +227,8 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 {
 	static const char *const source_formats[] = {
 	    [SL_SOURCE_JSON] = "json", [SL_SOURCE_CSV] = "csv", [SL_SOURCE_TEXT] = "text",
-	    [SL_SOURCE_RATE] = "rate", [SL_SOURCE_RATE_MICRO_BATCH] = "rate-micro-batch"};
+	    [SL_SOURCE_RATE] = "rate", [SL_SOURCE_RATE_MICRO_BATCH] = "rate-micro-batch",
+	    [SL_SOURCE_PROCESS] = "process"};
 	static const char *const output_modes[] = {[SL_OUTPUT_APPEND] = "append",
 						   [SL_OUTPUT_UPDATE] = "update",
 						   [SL_OUTPUT_COMPLETE] = "complete"};
@@ -275,6 +281,24 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 			put_name(b, q->exec_argv[i]);
 		}
 		break;
+	case F_SOURCE_COMMAND: /* process: as sink.command */
+		for (size_t i = 0; i < q->source.argc; i++) {
+			if (i)
+				sl_strbuf_addc(b, ' ');
+			put_name(b, q->source.argv[i]);
+		}
+		break;
+	case F_PROCESS_SCHEMA: /* process: every column, `name TYPE` */
+		if (q->source.format != SL_SOURCE_PROCESS)
+			break;
+		for (size_t i = 0; i < s->n; i++) {
+			if (i)
+				sl_strbuf_adds(b, ", ");
+			put_name(b, s->cols[i].name);
+			sl_strbuf_addc(b, ' ');
+			sl_strbuf_adds(b, sl_config_type_name(s->cols[i].type));
+		}
+		break;
 	case NFIELDS:
 		break;
 	}
@@ -308,8 +332,9 @@ int sl_compat_describe(const struct sl_query_config *q, char **out, size_t *len)
 	for (int f = 0; f < NFIELDS; f++) {
 		raw.len = 0;
 		put_field(&raw, q, (enum field)f);
-		if (f == F_SINK_COMMAND && raw.len == 0)
-			continue; /* only exec sinks have the line: older records stay equal */
+		if ((f == F_SINK_COMMAND || f == F_SOURCE_COMMAND || f == F_PROCESS_SCHEMA) &&
+		    raw.len == 0)
+			continue; /* only exec sinks and process sources have these lines */
 		sl_strbuf_adds(&b, fields[f].key);
 		sl_strbuf_addc(&b, '=');
 		put_escaped(&b, raw.p, raw.len);
@@ -579,7 +604,7 @@ int sl_compat_check(const struct sl_query_config *q, const char *stored, size_t 
 		rc = refuse(err, errlen,
 			    "queries.%s.%s: changed since the checkpoint was made (was %.*s, now "
 			    "%.*s)" REFUSED,
-			    q->name, fields[f].key, prec(was.len[f]), shown(was.val[f], was.len[f]),
+			    q->name, fields[f].path ? fields[f].path : fields[f].key, prec(was.len[f]), shown(was.val[f], was.len[f]),
 			    prec(now.len[f]), shown(now.val[f], now.len[f]));
 		goto bufs_free;
 	}

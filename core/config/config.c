@@ -768,6 +768,10 @@ static void query_release(struct sl_query_config *q)
 	for (size_t i = 0; i < q->exec_argc; i++)
 		free(q->exec_argv[i]);
 	free(q->exec_argv);
+	for (size_t i = 0; i < q->source.argc; i++)
+		free(q->source.argv[i]);
+	free(q->source.argv);
+	free(q->source.options_json);
 }
 
 void sl_config_free(struct sl_config *c)

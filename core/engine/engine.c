@@ -30,6 +30,7 @@
 #include "sink_exec.h"
 #include "sink_file.h"
 #include "source_file.h"
+#include "source_process.h"
 #include "source_rate.h"
 
 /* Reads every partition of the batch's range into b; FAILFAST stops at the first bad line. */
@@ -103,6 +104,13 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_ops *ops, stru
 	int rc;
 
 	int64_t t0 = sl_engine_mono_ns(), t1;
+	/* a source that asks a child does it here, holding no transaction */
+	if (p->sops->prepare && (rc = p->sops->prepare(p->src, r->error, sizeof(r->error)))) {
+		if (!r->error[0])
+			snprintf(r->error, sizeof(r->error), "cannot plan a batch: %s",
+				 sl_strerror(rc));
+		return rc;
+	}
 	p->ts_ms = sl_engine_wall_ns() / 1000000;
 	if ((rc = sl_catalog_write(cat, sl_engine_plan_apply, p))) {
 		snprintf(r->error, sizeof(r->error), "cannot plan a batch: %s", sl_strerror(rc));
@@ -229,6 +237,8 @@ static const struct sl_source_ops *source_ops(const struct sl_query_config *q)
 	case SL_SOURCE_RATE:
 	case SL_SOURCE_RATE_MICRO_BATCH:
 		return &sl_source_rate;
+	case SL_SOURCE_PROCESS:
+		return &sl_source_process;
 	default:
 		return &sl_source_file;
 	}
@@ -284,7 +294,7 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 		return rc;
 	bool ready = false;
 	struct sl_source_args sa = {.l = l, .q = q, .qid = p.qid, .seq_limit = lim->seq_limit,
-				    .ignore_caps = lim->ignore_caps};
+				    .ignore_caps = lim->ignore_caps, .stop = lim->stop};
 	struct sl_sink_args ka = {.l = l, .q = q, .qid = p.qid, .stop = lim->stop};
 	if ((rc = p.sops->open(&sa, &p.src)) || (rc = p.kops->open(&ka, &p.sink)))
 		goto fail;
@@ -313,9 +323,14 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 		goto fail;
 	}
 	ready = true;
-	while ((!lim->max_batches || done < lim->max_batches) &&
-	       !(lim->stop && *lim->stop) && (rc = run_batch(l, &p, ops, &b, &st, r)) == 0)
+	while ((!lim->max_batches || done < lim->max_batches) && !(lim->stop && *lim->stop)) {
+		rc = run_batch(l, &p, ops, &b, &st, r);
+		if (rc == 1 && lim->idle && lim->idle(lim->idle_ctx))
+			continue; /* nothing new: asked again after pollInterval, source open */
+		if (rc)
+			break;
 		done++;
+	}
 	if (rc == 1)
 		rc = 0;
 fail:

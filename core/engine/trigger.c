@@ -84,6 +84,25 @@ static void mark_started(struct sl_engine *e)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* An idle process source's wait (sl_engine_limits.idle): its child stays up. */
+struct idle {
+	struct qthread *t;
+	uint64_t *seen;
+	bool *counted;
+};
+
+static bool idle_wait(void *ctx)
+{
+	struct idle *i = ctx;
+
+	if (!*i->counted) {
+		*i->counted = true;
+		mark_started(i->t->e);
+	}
+	wait_for(i->t->e, i->seen, false, i->t->q->source.poll_interval_us);
+	return !i->t->e->stop;
+}
+
 static void *query_main(void *arg)
 {
 	struct qthread *t = arg;
@@ -105,6 +124,12 @@ static void *query_main(void *arg)
 	}
 	if (q->trigger == SL_TRIGGER_PROCESSING_TIME)
 		lim.max_batches = 1;
+	struct idle idle = {.t = t, .seen = &seen, .counted = &counted};
+	if (q->trigger == SL_TRIGGER_NONE && q->source.format == SL_SOURCE_PROCESS) {
+		/* no respawn of the program every pollInterval: the run waits, open */
+		lim.idle = idle_wait;
+		lim.idle_ctx = &idle;
+	}
 	while (!e->stop) {
 		struct sl_engine_report r = {.query = q->name};
 		int rc = sl_engine_run_query(e->l, q, &lim, &r);
