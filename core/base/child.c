@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -23,6 +24,23 @@
 #include "log.h"
 
 extern char **environ;
+
+int sl_child_workdir(const char *datadir, const char *kind, const char *query, char *buf,
+		     size_t len)
+{
+	int n = snprintf(buf, len, "%s/%s", datadir, kind);
+
+	if (n < 0 || (size_t)n >= len)
+		return ENAMETOOLONG;
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return errno;
+	n = snprintf(buf + n, len - (size_t)n, "/%s", query);
+	if (n < 0 || strlen(buf) >= len - 1)
+		return ENAMETOOLONG;
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return errno;
+	return 0;
+}
 
 int64_t sl_child_now_ns(void)
 {

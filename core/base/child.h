@@ -36,6 +36,13 @@ struct sl_child {
 	char last_err[240];         /* its last stderr line, "" when none */
 };
 
+/*
+ * The working folder DATADIR/<kind>/<query> of a query's commands into buf
+ * (len bytes), made (0700) when missing. 0 or an errno.
+ */
+int sl_child_workdir(const char *datadir, const char *kind, const char *query, char *buf,
+		     size_t len);
+
 /* Monotonic time in ns. */
 int64_t sl_child_now_ns(void);
 

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -222,24 +221,13 @@ static void exec_describe(const struct sl_sink *s, char *buf, size_t len)
 }
 
 /*
- * The working folder, made when missing. Not DATA_DIR itself (CONNECTORS
+ * The working folder, DATA_DIR/exec/<query>. Not DATA_DIR itself (CONNECTORS
  * says DATA_DIR): a file a command leaves there would make the data dir
  * one sluice no longer recognises.
  */
 static int make_cwd(struct sl_sink *s)
 {
-	int n = snprintf(s->cwd, sizeof(s->cwd), "%s/exec", sl_land_datadir(s->l));
-
-	if (n < 0 || (size_t)n >= sizeof(s->cwd))
-		return ENAMETOOLONG;
-	if (mkdir(s->cwd, 0700) && errno != EEXIST)
-		return errno;
-	n = snprintf(s->cwd + n, sizeof(s->cwd) - (size_t)n, "/%s", s->q->name);
-	if (n < 0 || strlen(s->cwd) >= sizeof(s->cwd) - 1)
-		return ENAMETOOLONG;
-	if (mkdir(s->cwd, 0700) && errno != EEXIST)
-		return errno;
-	return 0;
+	return sl_child_workdir(sl_land_datadir(s->l), "exec", s->q->name, s->cwd, sizeof(s->cwd));
 }
 
 static int exec_open(const struct sl_sink_args *a, struct sl_sink **out)

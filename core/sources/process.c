@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "batch.h"
@@ -65,13 +64,10 @@ struct sl_source {
 	long corrupt;        /* index of a _corrupt_record STRING column, or -1 */
 };
 
-int sl_process_canonical(const char *text, size_t len, char *out, size_t outlen)
+/* j's canonical text into out (outlen bytes): 0 or ENAMETOOLONG / ENOMEM. */
+static int canon_into(const json_t *j, char *out, size_t outlen)
 {
-	json_t *j = json_loadb(text, len, JSON_DECODE_ANY, NULL);
-	if (!j)
-		return SL_EMALFORMED;
 	char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-	json_decref(j);
 	if (!s)
 		return ENOMEM;
 	size_t n = strlen(s);
@@ -82,17 +78,18 @@ int sl_process_canonical(const char *text, size_t len, char *out, size_t outlen)
 	return rc;
 }
 
-/* j's canonical text into out (OFF bytes): 0 or ENAMETOOLONG / ENOMEM. */
 static int canon(const json_t *j, char *out)
 {
-	char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-	if (!s)
-		return ENOMEM;
-	size_t n = strlen(s);
-	int rc = n < OFF ? 0 : ENAMETOOLONG;
-	if (rc == 0)
-		memcpy(out, s, n + 1);
-	free(s);
+	return canon_into(j, out, OFF);
+}
+
+int sl_process_canonical(const char *text, size_t len, char *out, size_t outlen)
+{
+	json_t *j = json_loadb(text, len, JSON_DECODE_ANY, NULL);
+	if (!j)
+		return SL_EMALFORMED;
+	int rc = canon_into(j, out, outlen);
+	json_decref(j);
 	return rc;
 }
 
@@ -884,18 +881,8 @@ static void process_describe(const struct sl_source *p, char *buf, size_t len)
 /* DATA_DIR/process/<query>, made when missing: the command's working folder. */
 static int make_cwd(struct sl_source *p)
 {
-	int n = snprintf(p->cwd, sizeof(p->cwd), "%s/process", sl_land_datadir(p->l));
-
-	if (n < 0 || (size_t)n >= sizeof(p->cwd))
-		return ENAMETOOLONG;
-	if (mkdir(p->cwd, 0700) && errno != EEXIST)
-		return errno;
-	n = snprintf(p->cwd + n, sizeof(p->cwd) - (size_t)n, "/%s", p->q->name);
-	if (n < 0 || strlen(p->cwd) >= sizeof(p->cwd) - 1)
-		return ENAMETOOLONG;
-	if (mkdir(p->cwd, 0700) && errno != EEXIST)
-		return errno;
-	return 0;
+	return sl_child_workdir(sl_land_datadir(p->l), "process", p->q->name, p->cwd,
+				sizeof(p->cwd));
 }
 
 static int process_open(const struct sl_source_args *a, struct sl_source **out)
