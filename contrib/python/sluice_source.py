@@ -401,7 +401,7 @@ def serve(source_cls, options=None):
 
 
 def main(argv=None):
-    import runpy
+    import types
     argv = list(sys.argv[1:] if argv is None else argv)
     name = None
     if len(argv) >= 2 and argv[0] == "--source":
@@ -412,7 +412,14 @@ def main(argv=None):
         return 2
     path = os.path.abspath(argv[0])
     sys.path.insert(0, os.path.dirname(path))
-    ns = runpy.run_path(path, init_globals={"spark": spark}, run_name="__sluice_source__")
+    # a module of its own, so that pickle finds the classes it defines
+    mod = types.ModuleType("__sluice_source__")
+    mod.__file__ = path
+    mod.spark = spark
+    sys.modules[mod.__name__] = mod
+    with open(path, encoding="utf-8") as f:
+        exec(compile(f.read(), path, "exec"), mod.__dict__)
+    ns = mod.__dict__
     regs = spark.dataSource.sources
     options = {}
     if name is None and spark._loaded is not None:

@@ -490,3 +490,85 @@ def test_mount_retries_a_failing_program(tmp_path, mounts):
     m.allow(r"not yet")
     util.wait_for(lambda: len(out_rows(m)) == 6, 30, "rows after the retry")
     assert [r["seq"] for r in out_rows(m)] == list(range(1, 7))
+
+
+def test_available_now_stops_at_the_end_fixed_at_start(tmp_path, mounts):
+    data = str(tmp_path / "data")
+    # the head grows by 5 rows at every latestOffset: without the fixed end
+    # the run would never finish
+    hook = "if op == 'latestOffset':\n        HEAD += 5"
+    q, log = scripted(tmp_path, 10, hook=hook, maxRowsPerTrigger=4)
+    write_config(data, {"q": q})
+    run(data)
+    lat = [r for r in requests(log) if r["op"] == "latestOffset"]
+    fixed = lat[0]
+    assert fixed["end"] is None and fixed["limit"] is None
+    ends = {json.dumps(r["end"], sort_keys=True) for r in lat[1:]}
+    assert ends == {json.dumps({"seq": 15, "v": "a b"}, sort_keys=True)}
+    m = mounts.new(data=data)
+    assert [r["seq"] for r in out_rows(m)] == list(range(1, 16))
+    m.unmount()
+
+
+def test_offset_longer_than_the_limit_is_refused(tmp_path):
+    data = str(tmp_path / "data")
+    hook = ("if op == 'latestOffset':\n        say({'offset': {'seq': 1, 'pad': 'x' * 5000}}); "
+            "continue")
+    q, _ = scripted(tmp_path, 3, hook=hook)
+    write_config(data, {"q": q})
+    p = run(data, expect=1)
+    assert "answered an offset longer than 4095 bytes (latestOffset)" in p.stderr, p.stderr
+    assert query_status(data)["batch"] is None
+
+
+# pyspark 4.2's admission control, a partition that is not plain JSON, and
+# an options dict read in any case, through contrib/python/sluice_source.py
+SOURCE_42 = r'''
+from sluice_source import DataSource, DataSourceStreamReader, InputPartition, ReadMaxRows
+
+class Part(InputPartition):
+    def __init__(self, bounds):
+        self.bounds = bounds            # a tuple: pickled across the protocol
+
+class Reader(DataSourceStreamReader):
+    def __init__(self, options):
+        self.head = int(options["HEAD"])
+
+    def initialOffset(self):
+        return {"n": 0}
+
+    def latestOffset(self, start, limit):
+        end = self.head
+        if isinstance(limit, ReadMaxRows):
+            end = min(end, start["n"] + limit.max_rows)
+        return {"n": end}
+
+    def partitions(self, start, end):
+        return [Part((start["n"], end["n"]))]
+
+    def read(self, partition):
+        a, b = partition.bounds
+        for i in range(a + 1, b + 1):
+            yield (i, "p", i)
+
+class Src(DataSource):
+    def streamReader(self, schema):
+        return Reader(self.options)
+'''
+
+
+def test_python_module_admission_control_and_pickled_partitions(tmp_path, mounts):
+    data = str(tmp_path / "data")
+    path = tmp_path / "src42.py"
+    path.write_text(SOURCE_42)
+    q = {"source": {"format": "process", "command": [PY, MODULE, str(path)], "schema": SCHEMA,
+                    "options": {"head": 7}, "maxRowsPerTrigger": 3},
+         "sink": {"format": "json"}}
+    write_config(data, {"q": q})
+    run(data)
+    m = mounts.new(data=data)
+    assert [r["seq"] for r in out_rows(m)] == list(range(1, 8))
+    with open(os.path.join(m.mnt, "checkpoint", "q", "offsets", "0")) as f:
+        assert f.read().splitlines()[-1] == '{"n":3}'
+    assert sorted(os.listdir(os.path.join(m.mnt, "checkpoint", "q", "commits"))) == ["0", "1", "2"]
+    m.unmount()
