@@ -572,3 +572,27 @@ def test_python_module_admission_control_and_pickled_partitions(tmp_path, mounts
         assert f.read().splitlines()[-1] == '{"n":3}'
     assert sorted(os.listdir(os.path.join(m.mnt, "checkpoint", "q", "commits"))) == ["0", "1", "2"]
     m.unmount()
+
+
+def test_child_rules(tmp_path):
+    """CONNECTORS "Commands and secrets": own process group, death signal,
+    no descriptor of sluice's, no service-manager variables, its folder."""
+    data = str(tmp_path / "data")
+    seen = tmp_path / "seen.json"
+    hook = ("if op == 'init':\n"
+            "        import ctypes\n"
+            "        sig = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(sig))\n"
+            "        json.dump({'pgid_is_pid': os.getpgid(0) == os.getpid(), 'pdeathsig': sig.value,"
+            " 'fds': sorted(int(x) for x in os.listdir('/proc/self/fd')), 'cwd': os.getcwd(),"
+            " 'env': {k: os.environ.get(k) for k in ('NOTIFY_SOCKET', 'WATCHDOG_USEC',"
+            " 'SLUICE_QUERY')}}, open(%r, 'w'))" % str(seen))
+    q, _ = scripted(tmp_path, 2, hook=hook)
+    write_config(data, {"q": q})
+    env = dict(os.environ, NOTIFY_SOCKET="/nonexistent", WATCHDOG_USEC="1000000")
+    p = util.sluice("run", "--available-now", data, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(seen.read_text())
+    assert s["pgid_is_pid"] and s["pdeathsig"] == signal.SIGKILL
+    assert s["fds"] == [0, 1, 2, 3]  # 3: the listing's own
+    assert s["cwd"] == os.path.join(os.path.realpath(data), "process", "q")
+    assert s["env"] == {"NOTIFY_SOCKET": None, "WATCHDOG_USEC": None, "SLUICE_QUERY": "q"}
