@@ -174,8 +174,7 @@ int sl_child_spawn(struct sl_child *c, char *const *argv, char **env, const char
 	return 0;
 }
 
-static void stream_line(struct sl_child *c, struct sl_child_stream *st, const char *line,
-			size_t n)
+static void stream_line(struct sl_child *c, struct sl_child_stream *st, const char *line, size_t n)
 {
 	if (n == 0)
 		return;

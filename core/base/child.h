@@ -19,21 +19,21 @@
 
 /* One of a child's output streams, read line by line. */
 struct sl_child_stream {
-	int fd;         /* our end; -1 once closed */
-	bool is_err;    /* stderr: its last line is kept */
+	int fd;		/* our end; -1 once closed */
+	bool is_err;	/* stderr: its last line is kept */
 	char buf[1024]; /* a line not yet ended */
-	size_t len;     /* bytes in buf */
+	size_t len;	/* bytes in buf */
 };
 
 struct sl_child {
-	pid_t pid;                  /* 0: not running (or reaped) */
-	int in;                     /* its stdin (our end), -1 once closed */
+	pid_t pid;		    /* 0: not running (or reaped) */
+	int in;			    /* its stdin (our end), -1 once closed */
 	struct sl_child_stream out; /* its stdout */
 	struct sl_child_stream err; /* its stderr */
-	const char *query;          /* the query's name, for log lines; borrowed */
-	const char *prog;           /* argv[0], for log lines and errors; borrowed */
-	bool log_out;               /* stdout lines go to the log (exec); else the caller reads out.fd */
-	char last_err[240];         /* its last stderr line, "" when none */
+	const char *query;	    /* the query's name, for log lines; borrowed */
+	const char *prog;	    /* argv[0], for log lines and errors; borrowed */
+	bool log_out;	    /* stdout lines go to the log (exec); else the caller reads out.fd */
+	char last_err[240]; /* its last stderr line, "" when none */
 };
 
 /*

@@ -31,7 +31,7 @@
 
 #define LINE_MAX_BYTES (64u << 20) /* the longest answer line: longer is garbage */
 #define STOP_WAIT_NS 2000000000ll  /* after "stop", before SIGTERM */
-#define KEEP_BATCHES 100           /* 'b' records kept */
+#define KEEP_BATCHES 100	   /* 'b' records kept */
 #define OFF SL_SOURCE_OFFSET_MAX
 
 struct sl_source {
@@ -39,29 +39,29 @@ struct sl_source {
 	const struct sl_query_config *q;
 	uint32_t qid;
 	const volatile bool *stop;
-	bool fix_end;        /* availableNow (or `sluice run`): the end is fixed at the first asking */
-	bool have_fixed;     /* fixed holds it */
-	char fixed[OFF];     /* the run's end, canonical */
-	char cmd[160];       /* the command's words, for messages */
-	char cwd[4096];      /* DATA_DIR/process/<query> */
-	struct sl_child c;   /* the child, when running */
-	bool running;        /* c is a live child that answered init */
-	char *rb;            /* its stdout, read ahead */
+	bool fix_end;	 /* availableNow (or `sluice run`): the end is fixed at the first asking */
+	bool have_fixed; /* fixed holds it */
+	char fixed[OFF]; /* the run's end, canonical */
+	char cmd[160];	 /* the command's words, for messages */
+	char cwd[4096];	 /* DATA_DIR/process/<query> */
+	struct sl_child c; /* the child, when running */
+	bool running;	   /* c is a live child that answered init */
+	char *rb;	   /* its stdout, read ahead */
 	size_t rb_len, rb_pos, rb_cap;
-	char error[1024];    /* why the last conversation failed */
-	bool commit_due;     /* commit() found an end (due) to send before the child ran */
+	char error[1024]; /* why the last conversation failed */
+	bool commit_due;  /* commit() found an end (due) to send before the child ran */
 	char due[OFF];
-	char sent[OFF];      /* the last end sent in commit */
+	char sent[OFF]; /* the last end sent in commit */
 	/* the batch prepare() planned */
 	bool prepared;
-	uint64_t batch;      /* its id */
-	bool replay;         /* logged by an earlier run */
-	bool first;          /* start is the program's initialOffset */
-	int64_t ts_ms;       /* replay: its batchTimestampMs */
+	uint64_t batch; /* its id */
+	bool replay;	/* logged by an earlier run */
+	bool first;	/* start is the program's initialOffset */
+	int64_t ts_ms;	/* replay: its batchTimestampMs */
 	char start[OFF], end[OFF];
-	char **parts;        /* the partitions answer's values, canonical */
+	char **parts; /* the partitions answer's values, canonical */
 	size_t nparts;
-	long corrupt;        /* index of a _corrupt_record STRING column, or -1 */
+	long corrupt; /* index of a _corrupt_record STRING column, or -1 */
 };
 
 /* j's canonical text into out (outlen bytes): 0 or ENAMETOOLONG / ENOMEM. */
@@ -78,10 +78,7 @@ static int canon_into(const json_t *j, char *out, size_t outlen)
 	return rc;
 }
 
-static int canon(const json_t *j, char *out)
-{
-	return canon_into(j, out, OFF);
-}
+static int canon(const json_t *j, char *out) { return canon_into(j, out, OFF); }
 
 int sl_process_canonical(const char *text, size_t len, char *out, size_t outlen)
 {
@@ -113,7 +110,7 @@ static void end_child(struct sl_source *p, bool polite)
 
 /* The error of a child that went wrong while answering op: it is ended first. */
 __attribute__((format(printf, 3, 4))) static int child_fail(struct sl_source *p, const char *op,
-							     const char *fmt, ...)
+							    const char *fmt, ...)
 {
 	char what[300];
 	va_list ap;
@@ -159,8 +156,8 @@ static int next_line(struct sl_source *p, const char *op, int64_t deadline, cons
 {
 	for (;;) {
 		char *nl = p->rb_pos < p->rb_len
-				   ? memchr(p->rb + p->rb_pos, '\n', p->rb_len - p->rb_pos)
-				   : NULL;
+			       ? memchr(p->rb + p->rb_pos, '\n', p->rb_len - p->rb_pos)
+			       : NULL;
 		if (nl) {
 			*line = p->rb + p->rb_pos;
 			*len = (size_t)(nl - *line);
@@ -235,7 +232,8 @@ static int send_line(struct sl_source *p, const char *op, const char *text, size
 				  p->q->source.timeout_us / 1000000);
 	if (rc == ECANCELED) {
 		end_child(p, false);
-		snprintf(p->error, sizeof(p->error), "process: '%s' stopped by the unmount", p->cmd);
+		snprintf(p->error, sizeof(p->error), "process: '%s' stopped by the unmount",
+			 p->cmd);
 	}
 	return rc;
 }
@@ -264,7 +262,8 @@ static int bad_answer(struct sl_source *p, const char *op, const json_t *j, cons
 
 	if (e) {
 		snprintf(p->error, sizeof(p->error), "process: '%s' failed %s: %s", p->cmd, op,
-			 json_is_string(e) ? json_string_value(e) : "(an error that is not a string)");
+			 json_is_string(e) ? json_string_value(e)
+					   : "(an error that is not a string)");
 		end_child(p, true);
 		return SL_ECOMMAND;
 	}
@@ -380,8 +379,8 @@ static int ask_latest(struct sl_source *p, const char *start, bool limited, cons
 
 	if (limited && p->q->source.max_rows > 0)
 		snprintf(limit, sizeof(limit), "{\"maxRows\":%" PRId64 "}", p->q->source.max_rows);
-	sl_strbuf_addf(&req, "{\"op\":\"latestOffset\",\"start\":%s,\"limit\":%s,\"end\":%s}", start,
-		       limit, end ? end : "null");
+	sl_strbuf_addf(&req, "{\"op\":\"latestOffset\",\"start\":%s,\"limit\":%s,\"end\":%s}",
+		       start, limit, end ? end : "null");
 	if ((rc = ask(p, "latestOffset", &req, "offset", &ans)) == 0)
 		rc = offset_answer(p, "latestOffset", ans, out);
 	json_decref(ans);
@@ -422,7 +421,8 @@ static int ask_partitions(struct sl_source *p)
 		json_decref(ans);
 		return ENOMEM;
 	}
-	json_array_foreach(a, i, v) {
+	json_array_foreach(a, i, v)
+	{
 		p->parts[i] = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 		if (!p->parts[i]) {
 			json_decref(ans);
@@ -726,7 +726,8 @@ static int add_row(struct sl_source *p, const json_t *a, const char *line, size_
 			if (!set_value(b, row, c, s->cols[c].type, v, &rc)) {
 				if (!bad)
 					snprintf(why, whylen, "column '%s': expected %s",
-						 s->cols[c].name, sl_config_type_name(s->cols[c].type));
+						 s->cols[c].name,
+						 sl_config_type_name(s->cols[c].type));
 				bad = true;
 				sl_batch_set_null(b, row, c);
 			}
@@ -800,8 +801,8 @@ static int process_read(struct sl_source *p, size_t part, struct sl_batch *b,
 		if (e && json_is_integer(e)) {
 			char ex[80];
 			excerpt(line, len, ex, sizeof(ex));
-			rc = child_fail(p, "read", "ended a partition of %" PRIu64 " rows with '%s'",
-					n, ex);
+			rc = child_fail(p, "read",
+					"ended a partition of %" PRIu64 " rows with '%s'", n, ex);
 		} else {
 			rc = bad_answer(p, "read", j, line, len);
 		}
@@ -902,8 +903,8 @@ static int process_open(const struct sl_source_args *a, struct sl_source **out)
 	p->fix_end = a->seq_limit != UINT64_MAX || a->q->trigger == SL_TRIGGER_AVAILABLE_NOW ||
 		     a->q->trigger == SL_TRIGGER_ONCE;
 	for (size_t i = 0; i < c->argc && off < sizeof(p->cmd); i++) {
-		int n = snprintf(p->cmd + off, sizeof(p->cmd) - off, "%s%s", i ? " " : "",
-				 c->argv[i]);
+		int n =
+		    snprintf(p->cmd + off, sizeof(p->cmd) - off, "%s%s", i ? " " : "", c->argv[i]);
 		off += n > 0 ? (size_t)n : 0;
 	}
 	if (off >= sizeof(p->cmd))
@@ -932,17 +933,17 @@ static void process_stop(struct sl_source *p)
 }
 
 const struct sl_source_ops sl_source_process = {
-	.name = "process",
-	.replayable = true,
-	.open = process_open,
-	.prepare = process_prepare,
-	.replay = process_replay,
-	.latest_offset = process_latest_offset,
-	.log = process_log,
-	.read = process_read,
-	.backlog = process_backlog,
-	.commit_txn = process_commit_txn,
-	.commit = process_commit,
-	.describe = process_describe,
-	.stop = process_stop,
+    .name = "process",
+    .replayable = true,
+    .open = process_open,
+    .prepare = process_prepare,
+    .replay = process_replay,
+    .latest_offset = process_latest_offset,
+    .log = process_log,
+    .read = process_read,
+    .backlog = process_backlog,
+    .commit_txn = process_commit_txn,
+    .commit = process_commit,
+    .describe = process_describe,
+    .stop = process_stop,
 };
