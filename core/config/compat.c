@@ -34,6 +34,8 @@ enum field {
 	F_PARTITION_BY,
 	F_SINK_COMMAND,  /* exec only: its line is left out for other sinks */
 	F_SOURCE_QUERY,  /* query sources only: left out for other sources */
+	F_SOURCE_COMMAND, /* process only: its line is left out for other sources */
+	F_PROCESS_SCHEMA, /* process only: the whole schema, which its program answers in */
 	F_SOURCE_SCHEMA, /* checked apart: only the types of columns in state */
 	NFIELDS,
 };
@@ -42,6 +44,7 @@ enum field {
 static const struct {
 	const char *key;  /* the line's field; the message's path after queries.<name>. */
 	const char *dflt; /* what a config without the option describes */
+	const char *path; /* the message's path when not key */
 } fields[NFIELDS] = {
     [F_SOURCE_FORMAT] = {"source.format", ""},
     [F_SOURCE_PATH] = {"source.path", ""},
@@ -56,6 +59,8 @@ static const struct {
     [F_SOURCE_SCHEMA] = {"source.schema", ""},
     [F_SINK_COMMAND] = {"sink.command", ""},
     [F_SOURCE_QUERY] = {"source.query", ""},
+    [F_SOURCE_COMMAND] = {"source.command", ""},
+    [F_PROCESS_SCHEMA] = {"source.processSchema", "", "source.schema"},
 };
 
 static bool is_plain(char c)
@@ -275,6 +280,24 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 		if (q->source.upstream)
 			sl_strbuf_adds(b, q->source.upstream);
 		break;
+	case F_SOURCE_COMMAND: /* process: as sink.command */
+		for (size_t i = 0; i < q->source.argc; i++) {
+			if (i)
+				sl_strbuf_addc(b, ' ');
+			put_name(b, q->source.argv[i]);
+		}
+		break;
+	case F_PROCESS_SCHEMA: /* process: every column, `name TYPE` */
+		if (q->source.format != SL_SOURCE_PROCESS)
+			break;
+		for (size_t i = 0; i < s->n; i++) {
+			if (i)
+				sl_strbuf_adds(b, ", ");
+			put_name(b, s->cols[i].name);
+			sl_strbuf_addc(b, ' ');
+			sl_strbuf_adds(b, sl_config_type_name(s->cols[i].type));
+		}
+		break;
 	case NFIELDS:
 		break;
 	}
@@ -308,8 +331,10 @@ int sl_compat_describe(const struct sl_query_config *q, char **out, size_t *len)
 	for (int f = 0; f < NFIELDS; f++) {
 		raw.len = 0;
 		put_field(&raw, q, (enum field)f);
-		if ((f == F_SINK_COMMAND || f == F_SOURCE_QUERY) && raw.len == 0)
-			continue; /* only some queries have the line: older records stay equal */
+		if ((f == F_SINK_COMMAND || f == F_SOURCE_COMMAND || f == F_PROCESS_SCHEMA ||
+		     f == F_SOURCE_QUERY) &&
+		    raw.len == 0)
+			continue; /* only some sinks and sources have these lines */
 		sl_strbuf_adds(&b, fields[f].key);
 		sl_strbuf_addc(&b, '=');
 		put_escaped(&b, raw.p, raw.len);
@@ -579,7 +604,7 @@ int sl_compat_check(const struct sl_query_config *q, const char *stored, size_t 
 		rc = refuse(err, errlen,
 			    "queries.%s.%s: changed since the checkpoint was made (was %.*s, now "
 			    "%.*s)" REFUSED,
-			    q->name, fields[f].key, prec(was.len[f]), shown(was.val[f], was.len[f]),
+			    q->name, fields[f].path ? fields[f].path : fields[f].key, prec(was.len[f]), shown(was.val[f], was.len[f]),
 			    prec(now.len[f]), shown(now.val[f], now.len[f]));
 		goto bufs_free;
 	}

@@ -769,6 +769,10 @@ static void query_release(struct sl_query_config *q)
 		free(q->exec_argv[i]);
 	free(q->exec_argv);
 	free(q->source.upstream);
+	for (size_t i = 0; i < q->source.argc; i++)
+		free(q->source.argv[i]);
+	free(q->source.argv);
+	free(q->source.options_json);
 }
 
 void sl_config_free(struct sl_config *c)
@@ -816,7 +820,7 @@ const char *sl_config_source_name(enum sl_source_format f)
 	static const char *const names[] = {
 	    [SL_SOURCE_JSON] = "json", [SL_SOURCE_CSV] = "csv", [SL_SOURCE_TEXT] = "text",
 	    [SL_SOURCE_RATE] = "rate", [SL_SOURCE_RATE_MICRO_BATCH] = "rate-micro-batch",
-	    [SL_SOURCE_QUERY] = "query"};
+	    [SL_SOURCE_QUERY] = "query", [SL_SOURCE_PROCESS] = "process"};
 	return (size_t)f < sizeof(names) / sizeof(names[0]) && names[f] ? names[f] : "?";
 }
 

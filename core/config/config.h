@@ -59,6 +59,7 @@ enum sl_source_format {
 	SL_SOURCE_RATE,		   /* rate: rowsPerSecond since the query was created */
 	SL_SOURCE_RATE_MICRO_BATCH, /* rate-micro-batch: rowsPerBatch per batch */
 	SL_SOURCE_QUERY,	    /* query: another query's committed output */
+	SL_SOURCE_PROCESS,	    /* process: a command speaking CONNECTORS §5's protocol */
 };
 
 /* Whether a source format reads landed files (json, csv, text). */
@@ -92,6 +93,12 @@ struct sl_source_config {
 	int64_t poll_interval_us; /* pollInterval: how often a mount asks for new rows; 100 ms */
 	/* query (CONNECTORS §6): schema = the upstream's output columns, path empty */
 	char *upstream; /* query: the upstream query's name */
+	/* process (CONNECTORS §5): path empty, schema required */
+	char **argv;		/* command, NULL-terminated, each non-empty; NULL otherwise */
+	size_t argc;		/* its words, >= 1 for process */
+	char *options_json;	/* options: the object as compact JSON text; NULL otherwise */
+	int64_t max_rows;	/* maxRowsPerTrigger, 1..INT64_MAX; 0 when unset */
+	int64_t timeout_us;	/* timeout of each request, > 0; default 60 s */
 };
 
 enum sl_agg_fn {

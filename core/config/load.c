@@ -528,10 +528,90 @@ static int walk_query_source(struct walk *w, json_t *src, struct sl_query_config
 	return schema_copy(&s->schema, &up->out);
 }
 
+static int read_command(struct walk *w, json_t *obj, char ***argv, size_t *argc);
+
+/*
+ * process (CONNECTORS §5): a command, a required schema, the program's
+ * options (any JSON object, handed over in init), maxRowsPerTrigger,
+ * timeout, pollInterval and mode; no path.
+ */
+static int walk_process(struct walk *w, json_t *src, struct sl_query_config *q)
+{
+	static const char *const keys[] = {"format",  "command",     "schema",
+					   "options", "maxRowsPerTrigger", "timeout",
+					   "pollInterval", "mode", NULL};
+	static const char *const modes[] = {"PERMISSIVE", "DROPMALFORMED", "FAILFAST", NULL};
+	struct sl_source_config *s = &q->source;
+	const char *ddl;
+	char msg[512];
+	bool found;
+	size_t old;
+	int v, rc;
+
+	if (json_object_get(src, "path")) {
+		old = push_key(w, "path");
+		rc = wfail(w, "the process format reads no files");
+		pop(w, old);
+		return rc;
+	}
+	if ((rc = check_keys(w, src, keys)))
+		return rc;
+	if ((rc = read_command(w, src, &s->argv, &s->argc)))
+		return rc;
+	struct field fschema = {"schema", K_STRING, &ddl, 0};
+	if ((rc = read_field(w, src, &fschema, &found)))
+		return rc;
+	old = push_key(w, "schema");
+	if (!found)
+		rc = wfail(w, "required for the process format");
+	else
+		rc = wcheck(w, sl_config_schema_parse(ddl, &s->schema, msg, sizeof(msg)), msg);
+	pop(w, old);
+	if (rc)
+		return rc;
+	if (!(s->path.text = strdup("")))
+		return ENOMEM;
+	json_t *opts = json_object_get(src, "options");
+	if (opts) {
+		old = push_key(w, "options");
+		rc = expect_object(w, opts);
+		pop(w, old);
+		if (rc)
+			return rc;
+	}
+	s->options_json = opts ? json_dumps(opts, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
+	if (!s->options_json)
+		return ENOMEM;
+	s->timeout_us = 60000000; /* 60 s */
+	s->poll_interval_us = 100000;
+	const struct field fields[] = {
+	    {"maxRowsPerTrigger", K_POSINT, &s->max_rows, INT64_MAX},
+	    {"timeout", K_DURATION, &s->timeout_us, 0},
+	    {"pollInterval", K_DURATION, &s->poll_interval_us, 0},
+	};
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if ((rc = read_field(w, src, &fields[i], NULL)))
+			return rc;
+	const char *bad = s->timeout_us <= 0		? "timeout"
+			  : s->poll_interval_us < 1000 ? "pollInterval"
+						       : NULL;
+	if (bad) {
+		old = push_key(w, bad);
+		rc = wfail(w, s->timeout_us <= 0 ? "expected a positive duration"
+						 : "expected at least 1ms");
+		pop(w, old);
+		return rc;
+	}
+	v = (int)s->mode;
+	rc = read_enum(w, src, "mode", modes, &v);
+	s->mode = (enum sl_parse_mode)v;
+	return rc;
+}
+
 static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
 {
 	static const char *const formats[] = {"json", "csv", "text", "rate", "rate-micro-batch",
-					      "query", NULL};
+					      "query", "process", NULL};
 	static const char *const modes[] = {"PERMISSIVE", "DROPMALFORMED", "FAILFAST", NULL};
 	static const char *const cleans[] = {"off", "archive", "delete", NULL};
 	static const char *const ages[] = {"landed", "mtime", NULL};
@@ -560,6 +640,8 @@ static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
 		}
 		return walk_query_source(w, src, q);
 	}
+	if (s->format == SL_SOURCE_PROCESS)
+		return walk_process(w, src, q);
 	if (!SL_SOURCE_IS_FILE(s->format))
 		return walk_rate(w, src, q);
 	if ((rc = check_keys(w, src, source_keys)))
@@ -807,14 +889,12 @@ static int refuse_keys(struct walk *w, json_t *sink, const char *const *keys, co
 	return 0;
 }
 
-/* exec's command (required, words), input and timeout. */
-static int walk_exec(struct walk *w, json_t *sink, struct sl_query_config *q)
+/* A command at key of obj (required): an array of non-empty words, the program first. */
+static int read_command(struct walk *w, json_t *obj, char ***argv, size_t *argc)
 {
-	static const char *const inputs[] = {"json", "csv", NULL};
-	json_t *cmd = json_object_get(sink, "command"), *e;
-	struct field f = {"timeout", K_DURATION, &q->exec_timeout_us, 0};
+	json_t *cmd = json_object_get(obj, "command"), *e;
 	size_t i, old;
-	int v = 0, rc;
+	int rc;
 
 	if (!cmd)
 		return missing(w, "command");
@@ -824,8 +904,8 @@ static int walk_exec(struct walk *w, json_t *sink, struct sl_query_config *q)
 		pop(w, old);
 		return rc;
 	}
-	q->exec_argv = calloc(json_array_size(cmd) + 1, sizeof(*q->exec_argv));
-	if (!q->exec_argv) {
+	*argv = calloc(json_array_size(cmd) + 1, sizeof(**argv));
+	if (!*argv) {
 		pop(w, old);
 		return ENOMEM;
 	}
@@ -837,13 +917,26 @@ static int walk_exec(struct walk *w, json_t *sink, struct sl_query_config *q)
 			pop(w, old);
 			return rc;
 		}
-		if (!(q->exec_argv[i] = strdup(json_string_value(e)))) {
+		if (!((*argv)[i] = strdup(json_string_value(e)))) {
 			pop(w, old);
 			return ENOMEM;
 		}
-		q->exec_argc = i + 1;
+		*argc = i + 1;
 	}
 	pop(w, old);
+	return 0;
+}
+
+/* exec's command (required, words), input and timeout. */
+static int walk_exec(struct walk *w, json_t *sink, struct sl_query_config *q)
+{
+	static const char *const inputs[] = {"json", "csv", NULL};
+	struct field f = {"timeout", K_DURATION, &q->exec_timeout_us, 0};
+	size_t old;
+	int v = 0, rc;
+
+	if ((rc = read_command(w, sink, &q->exec_argv, &q->exec_argc)))
+		return rc;
 	if ((rc = read_enum(w, sink, "input", inputs, &v)))
 		return rc;
 	q->exec_csv = v == 1;
@@ -1233,7 +1326,7 @@ root_decref:
 }
 
 /*
- * A sluice.json that names a command (an exec sink) must be the daemon
+ * A sluice.json that names a command (a process source, an exec sink) must be the daemon
  * user's and writable by no one else, as sshd's StrictModes: whoever can
  * write it can run commands as that user (CONNECTORS "Commands and secrets").
  */
@@ -1241,11 +1334,17 @@ static int check_owner(const struct sl_config *c, int fd, const char *path, char
 		       size_t errlen)
 {
 	const struct sl_query_config *q = NULL;
+	const char *field = "sink.command";
 	struct stat st;
 
-	for (size_t k = 0; k < sl_config_nqueries(c) && !q; k++)
-		if (sl_config_query(c, k)->sink_format == SL_SINK_EXEC)
+	for (size_t k = 0; k < sl_config_nqueries(c) && !q; k++) {
+		if (sl_config_query(c, k)->source.format == SL_SOURCE_PROCESS) {
 			q = sl_config_query(c, k);
+			field = "source.command";
+		} else if (sl_config_query(c, k)->sink_format == SL_SINK_EXEC) {
+			q = sl_config_query(c, k);
+		}
+	}
 	if (!q)
 		return 0;
 	if (fstat(fd, &st)) {
@@ -1254,16 +1353,16 @@ static int check_owner(const struct sl_config *c, int fd, const char *path, char
 	}
 	if (st.st_uid != geteuid()) {
 		snprintf(err, errlen,
-			 "queries.%s.sink.command: '%s' names a command but is owned by uid %u, "
+			 "queries.%s.%s: '%s' names a command but is owned by uid %u, "
 			 "not by uid %u that runs it",
-			 q->name, path, (unsigned)st.st_uid, (unsigned)geteuid());
+			 q->name, field, path, (unsigned)st.st_uid, (unsigned)geteuid());
 		return SL_ECONFIG;
 	}
 	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
 		snprintf(err, errlen,
-			 "queries.%s.sink.command: '%s' names a command but is writable by %s "
+			 "queries.%s.%s: '%s' names a command but is writable by %s "
 			 "(chmod go-w '%s')",
-			 q->name, path, st.st_mode & S_IWOTH ? "others" : "its group", path);
+			 q->name, field, path, st.st_mode & S_IWOTH ? "others" : "its group", path);
 		return SL_ECONFIG;
 	}
 	return 0;

@@ -31,6 +31,7 @@
 #include "sink_file.h"
 #include "source_file.h"
 #include "source_query.h"
+#include "source_process.h"
 #include "source_rate.h"
 
 /* Reads every partition of the batch's range into b; FAILFAST stops at the first bad line. */
@@ -104,6 +105,13 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_ops *ops, stru
 	int rc;
 
 	int64_t t0 = sl_engine_mono_ns(), t1;
+	/* a source that asks a child does it here, holding no transaction */
+	if (p->sops->prepare && (rc = p->sops->prepare(p->src, r->error, sizeof(r->error)))) {
+		if (!r->error[0])
+			snprintf(r->error, sizeof(r->error), "cannot plan a batch: %s",
+				 sl_strerror(rc));
+		return rc;
+	}
 	p->ts_ms = sl_engine_wall_ns() / 1000000;
 	if ((rc = sl_catalog_write(cat, sl_engine_plan_apply, p))) {
 		if (p->range.why[0])
@@ -236,6 +244,8 @@ static const struct sl_source_ops *source_ops(const struct sl_query_config *q)
 		return &sl_source_rate;
 	case SL_SOURCE_QUERY:
 		return &sl_source_query;
+	case SL_SOURCE_PROCESS:
+		return &sl_source_process;
 	default:
 		return &sl_source_file;
 	}
@@ -313,7 +323,7 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 		return rc;
 	bool ready = false;
 	struct sl_source_args sa = {.l = l, .q = q, .qid = p.qid, .seq_limit = lim->seq_limit,
-				    .ignore_caps = lim->ignore_caps};
+				    .ignore_caps = lim->ignore_caps, .stop = lim->stop};
 	struct sl_sink_args ka = {.l = l, .q = q, .qid = p.qid, .stop = lim->stop};
 	if ((rc = p.sops->open(&sa, &p.src)) || (rc = p.kops->open(&ka, &p.sink)))
 		goto fail;
@@ -342,9 +352,16 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 		goto fail;
 	}
 	ready = true;
-	while ((!lim->max_batches || done < lim->max_batches) &&
-	       !(lim->stop && *lim->stop) && (rc = run_batch(l, &p, ops, &b, &st, r)) == 0)
+	while ((!lim->max_batches || done < lim->max_batches) && !(lim->stop && *lim->stop)) {
+		rc = run_batch(l, &p, ops, &b, &st, r);
+		if (rc == 1 && lim->idle && lim->idle(lim->idle_ctx))
+			continue; /* nothing new: asked again after pollInterval, source open */
+		if (rc)
+			break;
 		done++;
+		if (lim->committed)
+			lim->committed(lim->committed_ctx);
+	}
 	if (rc == 1)
 		rc = 0;
 fail:

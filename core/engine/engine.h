@@ -66,6 +66,16 @@ struct sl_engine_limits {
 	uint64_t max_batches;   /* stop after this many batches; 0: until nothing is left */
 	bool ignore_caps;       /* trigger once: the batch takes every file */
 	const volatile bool *stop; /* checked between batches; NULL: never */
+	/*
+	 * When the source had nothing new: NULL returns; else called, it waits
+	 * (pollInterval) and returns true to ask the source again with it still
+	 * open (a process source keeps its child), false to return.
+	 */
+	bool (*idle)(void *ctx);
+	void *idle_ctx;
+	/* NULL, or called after each batch's commit (a mount wakes query sources) */
+	void (*committed)(void *ctx);
+	void *committed_ctx;
 };
 
 /*

@@ -86,8 +86,10 @@ static void wait_for(struct sl_engine *e, uint64_t *seen, enum wake_on on, int64
 }
 
 /* A query committed a batch: a query source reading it may have work. */
-static void committed(struct sl_engine *e)
+static void committed(void *ctx)
 {
+	struct sl_engine *e = ctx;
+
 	pthread_mutex_lock(&e->mu);
 	e->commits++;
 	pthread_cond_broadcast(&e->cv);
@@ -103,12 +105,32 @@ static void mark_started(struct sl_engine *e)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* An idle process source's wait (sl_engine_limits.idle): its child stays up. */
+struct idle {
+	struct qthread *t;
+	uint64_t *seen;
+	bool *counted;
+};
+
+static bool idle_wait(void *ctx)
+{
+	struct idle *i = ctx;
+
+	if (!*i->counted) {
+		*i->counted = true;
+		mark_started(i->t->e);
+	}
+	wait_for(i->t->e, i->seen, ON_NOTHING, i->t->q->source.poll_interval_us);
+	return !i->t->e->stop;
+}
+
 static void *query_main(void *arg)
 {
 	struct qthread *t = arg;
 	struct sl_engine *e = t->e;
 	const struct sl_query_config *q = t->q;
-	struct sl_engine_limits lim = {.seq_limit = UINT64_MAX, .stop = &e->stop};
+	struct sl_engine_limits lim = {.seq_limit = UINT64_MAX, .stop = &e->stop,
+				       .committed = committed, .committed_ctx = e};
 	int64_t backoff_us = 1000000;
 	bool counted = false;  /* in nstarted */
 	uint64_t seen;
@@ -125,6 +147,12 @@ static void *query_main(void *arg)
 	}
 	if (q->trigger == SL_TRIGGER_PROCESSING_TIME)
 		lim.max_batches = 1;
+	struct idle idle = {.t = t, .seen = &seen, .counted = &counted};
+	if (q->trigger == SL_TRIGGER_NONE && q->source.format == SL_SOURCE_PROCESS) {
+		/* no respawn of the program every pollInterval: the run waits, open */
+		lim.idle = idle_wait;
+		lim.idle_ctx = &idle;
+	}
 	while (!e->stop) {
 		struct sl_engine_report r = {.query = q->name};
 		int rc = sl_engine_run_query(e->l, q, &lim, &r);
@@ -133,8 +161,6 @@ static void *query_main(void *arg)
 			counted = true;
 			mark_started(e);
 		}
-		if (r.batches)
-			committed(e);
 		if (rc == ECANCELED)
 			break; /* the unmount abandoned the batch: it replays at the next start */
 		if (rc == SL_EMALFORMED || rc == ENOTSUP || rc == SL_ECONFIG) {

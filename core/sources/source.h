@@ -35,10 +35,14 @@ struct sl_source_args {
 	uint32_t qid;                    /* the query's checkpoint id */
 	uint64_t seq_limit;              /* admission: only what landed up to this sequence */
 	bool ignore_caps;                /* trigger once: one batch takes everything */
+	const volatile bool *stop;       /* set by an unmount: a source that waits gives up; or NULL */
 };
 
-/* Longest offset text, NUL included. */
-#define SL_OFFSET_MAX 256
+/*
+ * The longest offset text, with its NUL. A process source's offsets are
+ * its program's JSON (canonical); a longer one is refused, naming the limit.
+ */
+#define SL_SOURCE_OFFSET_MAX 4096
 
 /*
  * One batch's range (start, end], filled by latest_offset() or replay().
@@ -48,8 +52,8 @@ struct sl_source_range {
 	bool replay;          /* the range was logged by an earlier run (batch N had no commit) */
 	int64_t ts_ms;        /* on a replay: the batchTimestampMs logged with it */
 	size_t nparts;        /* partitions of the range; 0: no new data */
-	char start[SL_OFFSET_MAX]; /* startOffset: the previous batch's end, or "" */
-	char end[SL_OFFSET_MAX];   /* endOffset: logged verbatim in offsets/N */
+	char start[SL_SOURCE_OFFSET_MAX]; /* startOffset: the previous batch's end, or "" */
+	char end[SL_SOURCE_OFFSET_MAX];   /* endOffset: logged verbatim in offsets/N */
 	char why[256];        /* when latest_offset() or replay() fail: why, or "" */
 };
 
@@ -80,6 +84,15 @@ struct sl_source_ops {
 	 * reading. 0 with *out new (free with stop()), or an error (nothing to free).
 	 */
 	int (*open)(const struct sl_source_args *a, struct sl_source **out);
+
+	/*
+	 * Optional (NULL for sources that answer from the catalog alone): called
+	 * before each planning, outside any transaction, so that a source whose
+	 * answers take time (a child process) asks them without holding the
+	 * catalog's writer; replay() and latest_offset() then answer from what
+	 * it found. On failure err (errlen bytes) says why.
+	 */
+	int (*prepare)(struct sl_source *s, char *err, size_t errlen);
 
 	/*
 	 * Replay: when batch N's range was logged and the batch has no commit,

@@ -23,8 +23,9 @@ struct sl_datadir {
 	int lock_fd;
 };
 
-/* exec/: the exec sink's commands' working folders (core/sinks/exec.c) */
-static const char *const ours[] = {"catalog", "blobs", "sluice.json", "lock", "reserve", "exec"};
+/* exec/, process/: the commands' working folders (core/sinks/exec.c, core/sources/process.c) */
+static const char *const ours[] = {"catalog", "blobs", "sluice.json", "lock", "reserve", "exec",
+				   "process"};
 
 /*
  * Scans the folder: *fresh when it holds nothing of sluice's but perhaps

@@ -20,7 +20,7 @@ OWNERS = {
     "lmdb.h": {"store/catalog.c"},
     "zstd.h": {"rows/codec.c"},
     "zstd_errors.h": {"rows/codec.c"},
-    "jansson.h": {"config/load.c", "engine/render.c"},
+    "jansson.h": {"config/load.c", "engine/render.c", "sources/process.c"},
     "librdkafka/rdkafka.h": set(),
     "systemd/sd-daemon.h": set(),
 }
