@@ -33,6 +33,8 @@ enum field {
 	F_SINK_FORMAT,
 	F_PARTITION_BY,
 	F_SINK_COMMAND,  /* exec only: its line is left out for other sinks */
+	F_SOURCE_HOST,   /* socket only: its line is left out for other sources */
+	F_SOURCE_PORT,   /* socket only, likewise */
 	F_SOURCE_SCHEMA, /* checked apart: only the types of columns in state */
 	NFIELDS,
 };
@@ -54,6 +56,8 @@ static const struct {
     [F_PARTITION_BY] = {"sink.partitionBy", ""},
     [F_SOURCE_SCHEMA] = {"source.schema", ""},
     [F_SINK_COMMAND] = {"sink.command", ""},
+    [F_SOURCE_HOST] = {"source.host", ""},
+    [F_SOURCE_PORT] = {"source.port", ""},
 };
 
 static bool is_plain(char c)
@@ -222,7 +226,8 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 {
 	static const char *const source_formats[] = {
 	    [SL_SOURCE_JSON] = "json", [SL_SOURCE_CSV] = "csv", [SL_SOURCE_TEXT] = "text",
-	    [SL_SOURCE_RATE] = "rate", [SL_SOURCE_RATE_MICRO_BATCH] = "rate-micro-batch"};
+	    [SL_SOURCE_RATE] = "rate", [SL_SOURCE_RATE_MICRO_BATCH] = "rate-micro-batch",
+	    [SL_SOURCE_SOCKET] = "socket"};
 	static const char *const output_modes[] = {[SL_OUTPUT_APPEND] = "append",
 						   [SL_OUTPUT_UPDATE] = "update",
 						   [SL_OUTPUT_COMPLETE] = "complete"};
@@ -275,6 +280,17 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 			put_name(b, q->exec_argv[i]);
 		}
 		break;
+	case F_SOURCE_HOST: /* socket: where the spooled lines came from */
+		if (q->source.format == SL_SOURCE_SOCKET)
+			sl_strbuf_adds(b, q->source.host);
+		break;
+	case F_SOURCE_PORT:
+		if (q->source.format == SL_SOURCE_SOCKET) {
+			char port[16];
+			snprintf(port, sizeof(port), "%lld", (long long)q->source.port);
+			sl_strbuf_adds(b, port);
+		}
+		break;
 	case NFIELDS:
 		break;
 	}
@@ -308,8 +324,8 @@ int sl_compat_describe(const struct sl_query_config *q, char **out, size_t *len)
 	for (int f = 0; f < NFIELDS; f++) {
 		raw.len = 0;
 		put_field(&raw, q, (enum field)f);
-		if (f == F_SINK_COMMAND && raw.len == 0)
-			continue; /* only exec sinks have the line: older records stay equal */
+		if ((f == F_SINK_COMMAND || f == F_SOURCE_HOST || f == F_SOURCE_PORT) && raw.len == 0)
+			continue; /* exec sinks', socket sources' only: old records stay equal */
 		sl_strbuf_adds(&b, fields[f].key);
 		sl_strbuf_addc(&b, '=');
 		put_escaped(&b, raw.p, raw.len);

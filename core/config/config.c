@@ -758,6 +758,7 @@ static void query_release(struct sl_query_config *q)
 	free(q->name);
 	sl_config_path_release(&q->source.path);
 	sl_config_schema_release(&q->source.schema);
+	free(q->source.host);
 	free(q->dedup);
 	free(q->group);
 	for (size_t i = 0; i < q->naggs; i++)

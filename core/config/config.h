@@ -57,7 +57,8 @@ enum sl_source_format {
 	SL_SOURCE_CSV,
 	SL_SOURCE_TEXT,
 	SL_SOURCE_RATE,		   /* rate: rowsPerSecond since the query was created */
-	SL_SOURCE_RATE_MICRO_BATCH /* rate-micro-batch: rowsPerBatch per batch */
+	SL_SOURCE_RATE_MICRO_BATCH, /* rate-micro-batch: rowsPerBatch per batch */
+	SL_SOURCE_SOCKET	    /* socket: lines read from a TCP connection, spooled */
 };
 
 /* Whether a source format reads landed files (json, csv, text). */
@@ -89,6 +90,11 @@ struct sl_source_config {
 	int64_t start_ts_ms;	  /* rate-micro-batch: startTimestamp, >= 0 */
 	int64_t advance_ms;	  /* rate-micro-batch: advanceMillisPerBatch, >= 0; default 1000 */
 	int64_t poll_interval_us; /* pollInterval: how often a mount asks for new rows; 100 ms */
+	/* socket (CONNECTORS §4): schema `value STRING[, timestamp TIMESTAMP]`, path empty */
+	char *host;		  /* socket: host, non-empty (required) */
+	int64_t port;		  /* socket: port, 1..65535 (required) */
+	bool include_timestamp;	  /* socket: includeTimestamp; default false */
+	uint64_t max_spool_bytes; /* socket: maxSpoolBytes, > 0; default 1 GiB */
 };
 
 enum sl_agg_fn {
