@@ -20,6 +20,7 @@
 #include "land.h"
 #include "metrics.h"
 #include "qindex.h"
+#include "spool.h"
 #include "timestamp.h"
 #include "sluice.h"
 
@@ -31,7 +32,8 @@ static void usage(FILE *f)
 		   "when none). Read-only and lock-free: it works while the data dir is mounted;\n"
 		   "in_flight counts files created through the running mount, not yet landed.\n"
 		   "Then one line per query of sluice.json: '<name> batch=<id or -> rows=<n>\n"
-		   "backlog=<files>/<bytes> watermark=<ISO or -> error=<lastError or ->'.\n"
+		   "backlog=<files>/<bytes> watermark=<ISO or -> error=<lastError or ->'; a\n"
+		   "socket query's backlog is 'backlog=<N>lines': lines spooled, not yet committed.\n"
 		   "\n"
 		   "  --json        one JSON object instead: landing counters, and per query\n"
 		   "                source, sink, guarantee, batch, rows, backlog, watermark,\n"
@@ -84,6 +86,7 @@ struct qsnap {
 	const struct sl_query_config *q;
 	struct sl_engine_status es;
 	struct sl_backlog b;
+	struct sl_spool_stats sp; /* a socket query's spool */
 };
 
 /* What status shows, as of one read transaction (t NULL: a new data dir). */
@@ -107,8 +110,11 @@ static int qsnap_read(struct sl_txn *t, const struct sl_query_config *q, struct 
 		memset(&out->b, 0, sizeof(out->b));
 		return 0; /* never started */
 	}
+	memset(&out->sp, 0, sizeof(out->sp));
 	if ((rc = sl_qindex_qid(t, q->name, &qid)) == 0)
 		rc = sl_engine_status(t, qid, &out->es);
+	if (rc == 0 && q->source.format == SL_SOURCE_SOCKET)
+		rc = sl_spool_stats(t, qid, &out->sp);
 	return rc == SL_NOTFOUND ? 0 : rc;
 }
 
@@ -141,10 +147,12 @@ static void print_query(const struct qsnap *x)
 		snprintf(batch, sizeof(batch), "%" PRIu64, x->es.batch);
 	if (x->q->has_watermark)
 		sl_timestamp_format(x->es.wm_ms * 1000, wm);
-	printf("%s batch=%s rows=%" PRIu64 " backlog=%" PRIu64 "/%" PRIu64
-	       " watermark=%s error=%s\n",
-	       x->q->name, batch, x->es.rows, x->b.files, x->b.bytes, wm,
-	       x->es.error[0] ? x->es.error : "-");
+	printf("%s batch=%s rows=%" PRIu64, x->q->name, batch, x->es.rows);
+	if (x->q->source.format == SL_SOURCE_SOCKET)
+		printf(" backlog=%" PRIu64 "lines", x->sp.spooled - x->sp.done);
+	else
+		printf(" backlog=%" PRIu64 "/%" PRIu64, x->b.files, x->b.bytes);
+	printf(" watermark=%s error=%s\n", wm, x->es.error[0] ? x->es.error : "-");
 }
 
 static void print_plain(const struct snap *s)
@@ -175,7 +183,8 @@ static void json_str(const char *text)
 static void print_json(const struct snap *s)
 {
 	static const char *const sinks[] = {"json", "csv", "parquet", "console", "exec"};
-	static const char *const sources[] = {"json", "csv", "text", "rate", "rate-micro-batch"};
+	static const char *const sources[] = {"json", "csv", "text", "rate", "rate-micro-batch",
+					      "socket"};
 	char ts[SL_TIMESTAMP_BUFSZ];
 	bool first = true;
 
@@ -208,9 +217,15 @@ static void print_json(const struct snap *s)
 			printf("%" PRIu64, x->es.batch);
 		else
 			printf("null");
-		printf(",\"rows\":%" PRIu64 ",\"backlog\":{\"files\":%" PRIu64
-		       ",\"bytes\":%" PRIu64 "},\"watermark\":",
-		       x->es.rows, x->b.files, x->b.bytes);
+		if (x->q->source.format == SL_SOURCE_SOCKET)
+			printf(",\"rows\":%" PRIu64 ",\"backlog\":{\"lines\":%" PRIu64
+			       ",\"spooledLines\":%" PRIu64 ",\"spoolBytes\":%" PRIu64
+			       "},\"watermark\":",
+			       x->es.rows, x->sp.spooled - x->sp.done, x->sp.spooled, x->sp.bytes);
+		else
+			printf(",\"rows\":%" PRIu64 ",\"backlog\":{\"files\":%" PRIu64
+			       ",\"bytes\":%" PRIu64 "},\"watermark\":",
+			       x->es.rows, x->b.files, x->b.bytes);
 		if (x->q->has_watermark) {
 			sl_timestamp_format(x->es.wm_ms * 1000, ts);
 			printf("\"%s\"", ts);

@@ -31,6 +31,7 @@
 #include "sink_file.h"
 #include "source_file.h"
 #include "source_rate.h"
+#include "source_socket.h"
 
 /* Reads every partition of the batch's range into b; FAILFAST stops at the first bad line. */
 static int read_all(struct plan *p, struct sl_batch *b, struct sl_decode_stats *st,
@@ -229,6 +230,8 @@ static const struct sl_source_ops *source_ops(const struct sl_query_config *q)
 	case SL_SOURCE_RATE:
 	case SL_SOURCE_RATE_MICRO_BATCH:
 		return &sl_source_rate;
+	case SL_SOURCE_SOCKET:
+		return &sl_source_socket;
 	default:
 		return &sl_source_file;
 	}
@@ -284,7 +287,7 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 		return rc;
 	bool ready = false;
 	struct sl_source_args sa = {.l = l, .q = q, .qid = p.qid, .seq_limit = lim->seq_limit,
-				    .ignore_caps = lim->ignore_caps};
+				    .ignore_caps = lim->ignore_caps, .reader = lim->reader};
 	struct sl_sink_args ka = {.l = l, .q = q, .qid = p.qid, .stop = lim->stop};
 	if ((rc = p.sops->open(&sa, &p.src)) || (rc = p.kops->open(&ka, &p.sink)))
 		goto fail;

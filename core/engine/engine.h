@@ -27,6 +27,7 @@
 struct sl_config;
 struct sl_land;
 struct sl_query_config;
+struct sl_socket_reader;
 struct sl_txn;
 
 /* What one query did in a run. */
@@ -66,6 +67,7 @@ struct sl_engine_limits {
 	uint64_t max_batches;   /* stop after this many batches; 0: until nothing is left */
 	bool ignore_caps;       /* trigger once: the batch takes every file */
 	const volatile bool *stop; /* checked between batches; NULL: never */
+	struct sl_socket_reader *reader; /* a mount's socket query: its reader; NULL otherwise */
 };
 
 /*

@@ -39,6 +39,9 @@ struct sl_progress {
 	size_t n_nulls;
 	uint64_t backlog_files, backlog_bytes;
 	uint64_t skipped_age, skipped_seen; /* skippedByMaxFileAge, skippedAlreadySeen */
+	const char *const *source_metric_names; /* sources[0].metrics: names ... */
+	const uint64_t *source_metric_values;   /* ... and values (shown as strings, as Spark) */
+	size_t n_source_metrics;
 	const char *last_error;     /* or NULL */
 	/* eventTime, when the query has a watermark */
 	bool has_event_time;

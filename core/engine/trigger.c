@@ -2,7 +2,9 @@
 /*
  * Triggers: the engine inside a mount, one thread per query. Event-driven
  * (no trigger): run while the backlog is not empty, then sleep until a
- * landing wakes it (a source that reads no files: until its pollInterval); processingTime: one batch per interval; availableNow
+ * landing wakes it (a socket source: until its reader spools lines; another
+ * source that reads no files: until its pollInterval); processingTime: one
+ * batch per interval; availableNow
  * and once: run at mount time, then finish. A FAILFAST query stops with its
  * lastError while the others go on; other errors retry with capped backoff.
  * The mount learns when every query's first run has returned
@@ -22,6 +24,7 @@
 #include "err.h"
 #include "land.h"
 #include "log.h"
+#include "source_socket.h"
 
 #define BACKOFF_MAX_S 60
 
@@ -30,6 +33,7 @@ struct qthread {
 	const struct sl_query_config *q;
 	pthread_t thread;
 	bool started;
+	uint64_t spools;       /* spool commits of its socket reader (guarded by e->mu) */
 };
 
 struct sl_engine {
@@ -55,15 +59,21 @@ static void deadline_in(struct timespec *ts, int64_t us)
 	}
 }
 
-/* Sleeps until woken by a landing (when event-driven), the stop, or us pass. */
-static void wait_for(struct sl_engine *e, uint64_t *seen, bool on_landing, int64_t us)
+/*
+ * Sleeps until woken by a landing (when event-driven), the stop, or us pass;
+ * with spooled non-NULL, by t's socket reader spooling lines instead of a
+ * landing.
+ */
+static void wait_for(struct sl_engine *e, uint64_t *seen, bool on_landing, int64_t us,
+		     struct qthread *t, uint64_t *spooled)
 {
 	struct timespec ts;
 
 	pthread_mutex_lock(&e->mu);
 	if (us > 0)
 		deadline_in(&ts, us);
-	while (!e->stop && !(on_landing && e->wakes != *seen)) {
+	while (!e->stop && !(on_landing && e->wakes != *seen) &&
+	       !(spooled && t->spools != *spooled)) {
 		if (us > 0) {
 			if (pthread_cond_timedwait(&e->cv, &e->mu, &ts) == ETIMEDOUT)
 				break;
@@ -72,7 +82,19 @@ static void wait_for(struct sl_engine *e, uint64_t *seen, bool on_landing, int64
 		}
 	}
 	*seen = e->wakes;
+	if (spooled)
+		*spooled = t->spools;
 	pthread_mutex_unlock(&e->mu);
+}
+
+/* A socket reader spooled lines: wakes its query. ctx is the query's thread. */
+static void spool_wake(void *ctx)
+{
+	struct qthread *t = ctx;
+	pthread_mutex_lock(&t->e->mu);
+	t->spools++;
+	pthread_cond_broadcast(&t->e->cv);
+	pthread_mutex_unlock(&t->e->mu);
 }
 
 /* The query's first run returned: count it for sl_engine_started(). */
@@ -92,11 +114,22 @@ static void *query_main(void *arg)
 	struct sl_engine_limits lim = {.seq_limit = UINT64_MAX, .stop = &e->stop};
 	int64_t backoff_us = 1000000;
 	bool counted = false;  /* in nstarted */
-	uint64_t seen;
+	uint64_t seen, spooled = 0;
+	bool sock = q->source.format == SL_SOURCE_SOCKET;
 
 	pthread_mutex_lock(&e->mu);
 	seen = e->wakes;
 	pthread_mutex_unlock(&e->mu);
+	/*
+	 * A socket query connects only when it runs on: availableNow and once
+	 * drain what the spool holds, as `sluice run --available-now` does.
+	 */
+	if (sock && q->trigger != SL_TRIGGER_AVAILABLE_NOW && q->trigger != SL_TRIGGER_ONCE) {
+		int rc = sl_socket_reader_start(e->l, q, spool_wake, t, &lim.reader);
+		if (rc)
+			sl_log(SL_LOG_ERR, "query '%s': cannot start its socket reader: %s", q->name,
+			       sl_strerror(rc));
+	}
 	if (q->trigger == SL_TRIGGER_ONCE) {
 		sl_log(SL_LOG_WARNING, "query '%s': trigger once is deprecated: use availableNow",
 		       q->name);
@@ -123,7 +156,7 @@ static void *query_main(void *arg)
 		if (rc) {
 			sl_log(SL_LOG_ERR, "query '%s': %s (retrying in %lld s)", q->name, r.error,
 			       (long long)(backoff_us / 1000000));
-			wait_for(e, &seen, false, backoff_us);
+			wait_for(e, &seen, false, backoff_us, t, NULL);
 			if (backoff_us < BACKOFF_MAX_S * 1000000ll)
 				backoff_us *= 2;
 			continue;
@@ -133,12 +166,15 @@ static void *query_main(void *arg)
 			break; /* ran at mount time: finished */
 		if (q->trigger == SL_TRIGGER_PROCESSING_TIME)
 			wait_for(e, &seen, false,
-				 q->trigger_interval_us > 0 ? q->trigger_interval_us : 1);
+				 q->trigger_interval_us > 0 ? q->trigger_interval_us : 1, t, NULL);
 		else if (SL_SOURCE_IS_FILE(q->source.format))
-			wait_for(e, &seen, true, 0);
+			wait_for(e, &seen, true, 0, t, NULL);
+		else if (sock) /* until the reader spools lines */
+			wait_for(e, &seen, false, 0, t, &spooled);
 		else /* no landing wakes it: ask the source again every pollInterval */
-			wait_for(e, &seen, false, q->source.poll_interval_us);
+			wait_for(e, &seen, false, q->source.poll_interval_us, t, NULL);
 	}
+	sl_socket_reader_stop(lim.reader);
 	return NULL;
 }
 

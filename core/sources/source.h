@@ -23,6 +23,7 @@ struct sl_batch;
 struct sl_decode_stats;
 struct sl_land;
 struct sl_query_config;
+struct sl_socket_reader;
 struct sl_txn;
 
 /* An open source: each implementation defines it (opaque to the engine). */
@@ -35,6 +36,7 @@ struct sl_source_args {
 	uint32_t qid;                    /* the query's checkpoint id */
 	uint64_t seq_limit;              /* admission: only what landed up to this sequence */
 	bool ignore_caps;                /* trigger once: one batch takes everything */
+	struct sl_socket_reader *reader; /* socket in a mount: its reader, or NULL; borrowed */
 };
 
 /*
@@ -53,6 +55,12 @@ struct sl_source_range {
 struct sl_source_metrics {
 	uint64_t backlog_files, backlog_bytes; /* not yet planned */
 	uint64_t skipped_age, skipped_seen;    /* skippedByMaxFileAge, skippedAlreadySeen */
+	/* the source's own metrics: Spark's SourceProgress.metrics (shown as strings) */
+	size_t nmetrics;
+	struct {
+		const char *name; /* static */
+		uint64_t value;
+	} metrics[4];
 };
 
 struct sl_source_ops {
