@@ -36,7 +36,7 @@
 #define BACKOFF_MAX_MS 10000
 #define CONNECT_TIMEOUT_MS 10000
 #define READ_MAX (64 << 10)       /* bytes per recv(2) */
-#define CHUNK_MAX (256 << 10)     /* a spool commit's chunk, at most about */
+#define CHUNK_MAX (1 << 20)       /* a spool commit's chunk, at most about */
 #define LINE_MAX_BYTES (64 << 20) /* a longer line is spooled in pieces */
 #define ERROR_PREFIX "socket '"  /* lastError written by the reader starts so */
 
