@@ -299,6 +299,24 @@ def test_kill9_loses_and_repeats_nothing_spooled(mounts, tmp_path, servers):
     m.unmount()
 
 
+def test_a_failed_spool_commit_is_retried(mounts, tmp_path, servers):
+    """A spool commit that fails (ENOSPC injected at the second) holds the
+    lines it had, says why in the log and lastError, and commits them on a
+    later try: every line comes out once, in order."""
+    if not util.faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    port = free_port()
+    srv = LineServer(port, total=500, burst=10, pause=0.005)
+    servers.append(srv)
+    data = str(tmp_path / "data")
+    write_config(data, {"s": socket_query(port)})
+    m = mounts.new(data=data, env=dict(os.environ, SLUICE_FAULT_ERR="spool.append:2:ENOSPC"))
+    rows = wait_rows(m, 500)
+    assert [int(r["value"].split(":")[0]) for r in rows] == list(range(500))
+    assert "cannot spool" in m.stderr() and "No space left on device" in m.stderr()
+    m.unmount()
+
+
 # -- includeTimestamp --------------------------------------------------------------
 
 def test_include_timestamp_replays_identical_rows(mounts, tmp_path, servers):
