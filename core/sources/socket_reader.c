@@ -164,7 +164,16 @@ static int connect_to(struct sl_socket_reader *r, char *why, size_t whylen)
 			struct pollfd p[2] = {{.fd = fd, .events = POLLOUT},
 					      {.fd = r->kick_fd, .events = POLLIN}};
 			socklen_t elen = sizeof(err);
-			int n = poll(p, 2, CONNECT_TIMEOUT_MS);
+			int64_t until = now_ms() + CONNECT_TIMEOUT_MS;
+			int n;
+			/* a kick (the spool shrank) is no reason to give up: only the stop is */
+			while ((n = poll(p, 2, (int)(until - now_ms() > 0 ? until - now_ms() : 0))) > 0 &&
+			       !(p[0].revents & (POLLOUT | POLLERR | POLLHUP)) &&
+			       !atomic_load(&r->stop)) {
+				uint64_t v;
+				if (read(r->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					break;
+			}
 			if (n == 0)
 				err = ETIMEDOUT;
 			else if (n < 0 || !(p[0].revents & (POLLOUT | POLLERR | POLLHUP)))
