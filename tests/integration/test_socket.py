@@ -446,14 +446,17 @@ def test_spool_cap_pushes_back(mounts, tmp_path, servers):
                                           trigger={"processingTime": "1 hour"})})
     m = mounts.new(data=data)
     util.wait_for(lambda: status(data)["backlog"]["spoolBytes"] > cap // 2, 30, "the spool filling")
-    time.sleep(1.5)
-    sent = srv.next
-    b1 = status(data)["backlog"]["spoolBytes"]
-    time.sleep(1.0)
-    b2 = status(data)["backlog"]["spoolBytes"]
-    assert b1 == b2 and b2 <= cap + 64 * 1024 + 200, (b1, b2)
-    assert srv.next == sent < total, "the sender was not pushed back"
-    assert not srv.done.is_set()
+
+    def stalled():
+        a = (srv.next, status(data)["backlog"]["spoolBytes"])
+        time.sleep(0.7)
+        return a == (srv.next, status(data)["backlog"]["spoolBytes"]) and a
+
+    sent, held = util.wait_for(stalled, 60, "the sender and the spool to stop", interval=0)
+    assert held <= cap + 64 * 1024 + 200, held
+    time.sleep(1.0)  # and they stay stopped
+    assert (srv.next, status(data)["backlog"]["spoolBytes"]) == (sent, held)
+    assert sent < total and not srv.done.is_set(), "the sender was not pushed back"
     m.unmount()  # the reader waits for room: the unmount still ends it
     srv.close()
     n = spooled(data)
