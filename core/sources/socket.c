@@ -31,9 +31,9 @@ struct sl_source {
 	uint32_t qid;
 	struct sl_socket_reader *reader; /* NULL outside a mount, or availableNow */
 	/* the batch's range (s, e]: line indexes [s, e) */
-	bool first;     /* no batch was logged before it */
+	bool first; /* no batch was logged before it */
 	uint64_t s, e;
-	char *fix;      /* scratch: a line with invalid UTF-8 repaired */
+	char *fix; /* scratch: a line with invalid UTF-8 repaired */
 	size_t fix_cap;
 };
 
@@ -256,16 +256,16 @@ static void socket_stop(struct sl_source *p)
 }
 
 const struct sl_source_ops sl_source_socket = {
-	.name = "socket",
-	.replayable = true, /* by spooling */
-	.open = socket_open,
-	.replay = socket_replay,
-	.latest_offset = socket_latest_offset,
-	.log = socket_log,
-	.read = socket_read,
-	.backlog = socket_backlog,
-	.commit_txn = socket_commit_txn,
-	.commit = socket_commit,
-	.describe = socket_describe,
-	.stop = socket_stop,
+    .name = "socket",
+    .replayable = true, /* by spooling */
+    .open = socket_open,
+    .replay = socket_replay,
+    .latest_offset = socket_latest_offset,
+    .log = socket_log,
+    .read = socket_read,
+    .backlog = socket_backlog,
+    .commit_txn = socket_commit_txn,
+    .commit = socket_commit,
+    .describe = socket_describe,
+    .stop = socket_stop,
 };

@@ -35,10 +35,10 @@
 #define BACKOFF_MIN_MS 200
 #define BACKOFF_MAX_MS 10000
 #define CONNECT_TIMEOUT_MS 10000
-#define READ_MAX (64 << 10)       /* bytes per recv(2) */
-#define CHUNK_MAX (1 << 20)       /* a spool commit's chunk, at most about */
+#define READ_MAX (64 << 10)	  /* bytes per recv(2) */
+#define CHUNK_MAX (1 << 20)	  /* a spool commit's chunk, at most about */
 #define LINE_MAX_BYTES (64 << 20) /* a longer line is spooled in pieces */
-#define ERROR_PREFIX "socket '"  /* lastError written by the reader starts so */
+#define ERROR_PREFIX "socket '"	  /* lastError written by the reader starts so */
 
 struct sl_socket_reader {
 	struct sl_catalog *cat;
@@ -46,17 +46,17 @@ struct sl_socket_reader {
 	uint32_t qid;
 	void (*wake)(void *ctx);
 	void *wake_ctx;
-	char where[300];          /* host:port, for messages */
-	int kick_fd;              /* eventfd: stop or kick */
+	char where[300]; /* host:port, for messages */
+	int kick_fd;	 /* eventfd: stop or kick */
 	atomic_bool stop;
 	pthread_t thread;
 	/* the thread's own */
 	struct sl_spool_chunk chunk; /* lines read, not yet spooled */
-	char *line;                  /* the line being received ... */
+	char *line;		     /* the line being received ... */
 	size_t line_len, line_cap;   /* ... its bytes, allocated */
-	bool cr;                     /* the last byte was a \r: skip a \n after it */
-	uint64_t spool_bytes;        /* the spool's bytes, as last read or grown */
-	char last_error[512];        /* the last one logged */
+	bool cr;		     /* the last byte was a \r: skip a \n after it */
+	uint64_t spool_bytes;	     /* the spool's bytes, as last read or grown */
+	char last_error[512];	     /* the last one logged */
 };
 
 static int64_t now_ms(void)
@@ -83,7 +83,8 @@ static int error_apply(struct sl_txn *t, void *arg)
 	rc = sl_qlog_get(t, e->qid, 'e', 0, &v, &len);
 	if (rc == SL_NOTFOUND)
 		return 0;
-	if (rc == 0 && len >= strlen(ERROR_PREFIX) && !memcmp(v, ERROR_PREFIX, strlen(ERROR_PREFIX)))
+	if (rc == 0 && len >= strlen(ERROR_PREFIX) &&
+	    !memcmp(v, ERROR_PREFIX, strlen(ERROR_PREFIX)))
 		rc = sl_qlog_del(t, e->qid, 'e', 0);
 	return rc;
 }
@@ -146,8 +147,8 @@ static int connect_to(struct sl_socket_reader *r, char *why, size_t whylen)
 	snprintf(port, sizeof(port), "%lld", (long long)c->port);
 	int g = getaddrinfo(c->host, port, &hints, &res);
 	if (g) {
-		snprintf(why, whylen, "cannot resolve: %s", g == EAI_SYSTEM ? strerror(errno)
-									     : gai_strerror(g));
+		snprintf(why, whylen, "cannot resolve: %s",
+			 g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
 		return -1;
 	}
 	for (struct addrinfo *a = res; a && !atomic_load(&r->stop); a = a->ai_next) {
@@ -167,7 +168,8 @@ static int connect_to(struct sl_socket_reader *r, char *why, size_t whylen)
 			int64_t until = now_ms() + CONNECT_TIMEOUT_MS;
 			int n;
 			/* a kick (the spool shrank) is no reason to give up: only the stop is */
-			while ((n = poll(p, 2, (int)(until - now_ms() > 0 ? until - now_ms() : 0))) > 0 &&
+			while ((n = poll(p, 2,
+					 (int)(until - now_ms() > 0 ? until - now_ms() : 0))) > 0 &&
 			       !(p[0].revents & (POLLOUT | POLLERR | POLLHUP)) &&
 			       !atomic_load(&r->stop)) {
 				uint64_t v;
@@ -217,7 +219,8 @@ static int emit(struct sl_socket_reader *r, const char *s, size_t n, int64_t ts)
 
 	if (r->line_len == 0)
 		return sl_spool_chunk_add(&r->chunk, s, n, ts);
-	if ((rc = append(r, s, n)) || (rc = sl_spool_chunk_add(&r->chunk, r->line, r->line_len, ts)))
+	if ((rc = append(r, s, n)) ||
+	    (rc = sl_spool_chunk_add(&r->chunk, r->line, r->line_len, ts)))
 		return rc;
 	r->line_len = 0;
 	return 0;
@@ -230,8 +233,10 @@ static int keep_partial(struct sl_socket_reader *r, const char *s, size_t n, int
 
 	if (r->line_len + n > LINE_MAX_BYTES) {
 		/* a line that long is spooled in pieces rather than held in memory */
-		sl_log(SL_LOG_WARNING, "query '%s': a line from '%s' is longer than %d bytes: "
-		       "spooled in pieces", r->q->name, r->where, LINE_MAX_BYTES);
+		sl_log(SL_LOG_WARNING,
+		       "query '%s': a line from '%s' is longer than %d bytes: "
+		       "spooled in pieces",
+		       r->q->name, r->where, LINE_MAX_BYTES);
 		if ((rc = emit(r, "", 0, ts)))
 			return rc;
 	}

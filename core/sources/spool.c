@@ -192,7 +192,7 @@ static void chunk_prefix(unsigned char p[5], uint32_t qid)
 
 struct walk {
 	uint64_t start, max_bytes, bytes, end; /* batch_end */
-	uint64_t lo, hi, next;                 /* read */
+	uint64_t lo, hi, next;		       /* read */
 	int (*fn)(void *ctx, uint64_t idx, const char *line, size_t len, int64_t ts_ms);
 	void *ctx;
 };
@@ -337,7 +337,8 @@ int sl_spool_trim(struct sl_catalog *cat, uint32_t qid, uint64_t *freed)
 		qkey(key, sizeof(key), qid, "spool_done");
 		rc = sl_txn_meta_get(t, key, &tr->done);
 		if (rc == 0)
-			rc = sl_txn_each(t, SL_TABLE_QLOG, prefix, sizeof(prefix), trim_collect, tr);
+			rc =
+			    sl_txn_each(t, SL_TABLE_QLOG, prefix, sizeof(prefix), trim_collect, tr);
 		sl_txn_end(t);
 		if (rc < 0 || rc > 1)
 			break;

@@ -40,10 +40,10 @@ struct sl_txn;
 
 /* A chunk being built: a caller-embedded struct (init with {0}, release). */
 struct sl_spool_chunk {
-	unsigned char *p;  /* the encoded chunk, head included */
-	size_t len, cap;   /* bytes used, allocated */
-	uint32_t nlines;   /* lines added */
-	int64_t prev_ms;   /* receive time of the last line added */
+	unsigned char *p; /* the encoded chunk, head included */
+	size_t len, cap;  /* bytes used, allocated */
+	uint32_t nlines;  /* lines added */
+	int64_t prev_ms;  /* receive time of the last line added */
 };
 
 /* Appends one line (len bytes) received at ts_ms. 0 or ENOMEM (chunk unchanged). */
@@ -74,9 +74,9 @@ int sl_spool_append(struct sl_catalog *cat, uint32_t qid, const struct sl_spool_
 
 /* What the spool of a query holds, read in t. */
 struct sl_spool_stats {
-	uint64_t spooled; /* lines ever spooled: spoolN, the latest offset */
-	uint64_t done;    /* the end of the last committed batch */
-	uint64_t bytes;   /* bytes of the chunks still in the spool */
+	uint64_t spooled; /* lines ever spooled: the latest offset */
+	uint64_t done;	  /* the end of the last committed batch */
+	uint64_t bytes;	  /* bytes of the chunks still in the spool */
 };
 int sl_spool_stats(struct sl_txn *t, uint32_t qid, struct sl_spool_stats *out);
 
