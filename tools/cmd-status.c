@@ -33,7 +33,8 @@ static void usage(FILE *f)
 		   "Then one line per query of sluice.json: '<name> batch=<id or -> rows=<n>\n"
 		   "backlog=<files>/<bytes> watermark=<ISO or -> error=<lastError or ->'; a\n"
 		   "source that reads no files shows its backlog in its own unit, e.g.\n"
-		   "backlog=2:batches (query) or backlog=-, unknown (process).\n"
+		   "backlog=2:batches (query), backlog=5:lines/300:bytes (socket: spooled,\n"
+		   "not committed) or backlog=-, unknown (process).\n"
 		   "\n"
 		   "  --json        one JSON object instead: landing counters, and per query\n"
 		   "                source, sink, guarantee, batch, rows, backlog, watermark,\n"
@@ -236,6 +237,12 @@ static void print_json(const struct snap *s)
 			printf("{\"%s\":%" PRIu64, x->eb.unit[0], x->eb.v[0]);
 			if (x->eb.unit[1])
 				printf(",\"%s\":%" PRIu64, x->eb.unit[1], x->eb.v[1]);
+			putchar('}');
+		}
+		if (x->eb.metric[0]) {
+			printf(",\"metrics\":{");
+			for (int k = 0; k < 2 && x->eb.metric[k]; k++)
+				printf("%s\"%s\":%" PRIu64, k ? "," : "", x->eb.metric[k], x->eb.mv[k]);
 			putchar('}');
 		}
 		printf(",\"watermark\":");

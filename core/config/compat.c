@@ -36,6 +36,8 @@ enum field {
 	F_SOURCE_QUERY,  /* query sources only: left out for other sources */
 	F_SOURCE_COMMAND, /* process only: its line is left out for other sources */
 	F_PROCESS_SCHEMA, /* process only: the whole schema, which its program answers in */
+	F_SOURCE_HOST,   /* socket only: its line is left out for other sources */
+	F_SOURCE_PORT,   /* socket only, likewise */
 	F_SOURCE_SCHEMA, /* checked apart: only the types of columns in state */
 	NFIELDS,
 };
@@ -61,6 +63,8 @@ static const struct {
     [F_SOURCE_QUERY] = {"source.query", ""},
     [F_SOURCE_COMMAND] = {"source.command", ""},
     [F_PROCESS_SCHEMA] = {"source.processSchema", "", "source.schema"},
+    [F_SOURCE_HOST] = {"source.host", ""},
+    [F_SOURCE_PORT] = {"source.port", ""},
 };
 
 static bool is_plain(char c)
@@ -298,6 +302,17 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 			sl_strbuf_adds(b, sl_config_type_name(s->cols[i].type));
 		}
 		break;
+	case F_SOURCE_HOST: /* socket: where the spooled lines came from */
+		if (q->source.format == SL_SOURCE_SOCKET)
+			sl_strbuf_adds(b, q->source.host);
+		break;
+	case F_SOURCE_PORT:
+		if (q->source.format == SL_SOURCE_SOCKET) {
+			char port[16];
+			snprintf(port, sizeof(port), "%lld", (long long)q->source.port);
+			sl_strbuf_adds(b, port);
+		}
+		break;
 	case NFIELDS:
 		break;
 	}
@@ -332,7 +347,7 @@ int sl_compat_describe(const struct sl_query_config *q, char **out, size_t *len)
 		raw.len = 0;
 		put_field(&raw, q, (enum field)f);
 		if ((f == F_SINK_COMMAND || f == F_SOURCE_COMMAND || f == F_PROCESS_SCHEMA ||
-		     f == F_SOURCE_QUERY) &&
+		     f == F_SOURCE_QUERY || f == F_SOURCE_HOST || f == F_SOURCE_PORT) &&
 		    raw.len == 0)
 			continue; /* only some sinks and sources have these lines */
 		sl_strbuf_adds(&b, fields[f].key);

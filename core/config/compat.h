@@ -42,6 +42,9 @@
  * outputMode                     append, update or complete
  * sink.format                    json or csv
  * sink.partitionBy               [col, ...], empty when absent
+ * sink.command                   exec only: the command's words (no line otherwise)
+ * source.host, source.port       socket only: where its lines come from (no lines
+ *                                otherwise)
  * source.schema                  `name TYPE` for each source column held in state (a
  *                                deduplication key, group column, window column or
  *                                aggregate argument), in schema order

@@ -758,6 +758,7 @@ static void query_release(struct sl_query_config *q)
 	free(q->name);
 	sl_config_path_release(&q->source.path);
 	sl_config_schema_release(&q->source.schema);
+	free(q->source.host);
 	free(q->dedup);
 	free(q->group);
 	for (size_t i = 0; i < q->naggs; i++)
@@ -820,7 +821,8 @@ const char *sl_config_source_name(enum sl_source_format f)
 	static const char *const names[] = {
 	    [SL_SOURCE_JSON] = "json", [SL_SOURCE_CSV] = "csv", [SL_SOURCE_TEXT] = "text",
 	    [SL_SOURCE_RATE] = "rate", [SL_SOURCE_RATE_MICRO_BATCH] = "rate-micro-batch",
-	    [SL_SOURCE_QUERY] = "query", [SL_SOURCE_PROCESS] = "process"};
+	    [SL_SOURCE_QUERY] = "query", [SL_SOURCE_PROCESS] = "process",
+	    [SL_SOURCE_SOCKET] = "socket"};
 	return (size_t)f < sizeof(names) / sizeof(names[0]) && names[f] ? names[f] : "?";
 }
 

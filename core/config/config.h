@@ -60,6 +60,7 @@ enum sl_source_format {
 	SL_SOURCE_RATE_MICRO_BATCH, /* rate-micro-batch: rowsPerBatch per batch */
 	SL_SOURCE_QUERY,	    /* query: another query's committed output */
 	SL_SOURCE_PROCESS,	    /* process: a command speaking CONNECTORS §5's protocol */
+	SL_SOURCE_SOCKET,	    /* socket: lines read from a TCP connection, spooled */
 };
 
 /* Whether a source format reads landed files (json, csv, text). */
@@ -99,6 +100,11 @@ struct sl_source_config {
 	char *options_json;	/* options: the object as compact JSON text; NULL otherwise */
 	int64_t max_rows;	/* maxRowsPerTrigger, 1..INT64_MAX; 0 when unset */
 	int64_t timeout_us;	/* timeout of each request, > 0; default 60 s */
+	/* socket (CONNECTORS §4): schema `value STRING[, timestamp TIMESTAMP]`, path empty */
+	char *host;		  /* socket: host, non-empty (required) */
+	int64_t port;		  /* socket: port, 1..65535 (required) */
+	bool include_timestamp;	  /* socket: includeTimestamp; default false */
+	uint64_t max_spool_bytes; /* socket: maxSpoolBytes, > 0; default 1 GiB */
 };
 
 enum sl_agg_fn {

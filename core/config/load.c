@@ -608,10 +608,73 @@ static int walk_process(struct walk *w, json_t *src, struct sl_query_config *q)
 	return rc;
 }
 
+/*
+ * socket (CONNECTORS §4, Spark's TextSocketSourceProvider): host and port
+ * required, includeTimestamp, and sluice's maxSpoolBytes; a fixed schema,
+ * no path.
+ */
+static int walk_socket(struct walk *w, json_t *src, struct sl_query_config *q)
+{
+	static const char *const keys[] = {"format", "host", "port", "includeTimestamp",
+					   "maxSpoolBytes", NULL};
+	struct sl_source_config *s = &q->source;
+	const char *host;
+	bool found;
+	size_t old;
+	int rc;
+
+	if (json_object_get(src, "schema")) {
+		old = push_key(w, "schema");
+		rc = wfail(w, "the socket format has the fixed schema 'value STRING' "
+			      "('value STRING, timestamp TIMESTAMP' with includeTimestamp)");
+		pop(w, old);
+		return rc;
+	}
+	if (json_object_get(src, "path")) {
+		old = push_key(w, "path");
+		rc = wfail(w, "the socket format reads no files");
+		pop(w, old);
+		return rc;
+	}
+	if ((rc = check_keys(w, src, keys)))
+		return rc;
+	struct field fhost = {"host", K_STRING, &host, 0};
+	if ((rc = read_field(w, src, &fhost, &found)))
+		return rc;
+	if (!found)
+		return missing(w, "host");
+	if (!host[0] || strlen(host) > 255) {
+		old = push_key(w, "host");
+		rc = wfail(w, "expected a host name or address, got '%s'", host);
+		pop(w, old);
+		return rc;
+	}
+	if (!(s->host = strdup(host)))
+		return ENOMEM;
+	struct field fport = {"port", K_POSINT, &s->port, 65535};
+	if ((rc = read_field(w, src, &fport, &found)))
+		return rc;
+	if (!found)
+		return missing(w, "port");
+	s->max_spool_bytes = 1ull << 30;
+	const struct field fields[] = {
+	    {"includeTimestamp", K_BOOL, &s->include_timestamp, 0},
+	    {"maxSpoolBytes", K_SIZE, &s->max_spool_bytes, 0},
+	};
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if ((rc = read_field(w, src, &fields[i], NULL)))
+			return rc;
+	if (!(s->path.text = strdup("")))
+		return ENOMEM;
+	return sl_config_schema_parse(s->include_timestamp ? "value STRING, timestamp TIMESTAMP"
+							   : "value STRING",
+				      &s->schema, NULL, 0);
+}
+
 static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
 {
 	static const char *const formats[] = {"json", "csv", "text", "rate", "rate-micro-batch",
-					      "query", "process", NULL};
+					      "query", "process", "socket", NULL};
 	static const char *const modes[] = {"PERMISSIVE", "DROPMALFORMED", "FAILFAST", NULL};
 	static const char *const cleans[] = {"off", "archive", "delete", NULL};
 	static const char *const ages[] = {"landed", "mtime", NULL};
@@ -642,6 +705,8 @@ static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
 	}
 	if (s->format == SL_SOURCE_PROCESS)
 		return walk_process(w, src, q);
+	if (s->format == SL_SOURCE_SOCKET)
+		return walk_socket(w, src, q);
 	if (!SL_SOURCE_IS_FILE(s->format))
 		return walk_rate(w, src, q);
 	if ((rc = check_keys(w, src, source_keys)))

@@ -77,8 +77,8 @@ static void progress_report(const struct report *r, int64_t t2, int64_t trigger_
 	int64_t t0 = r->t0, t1 = r->t1;
 	const struct sl_query_config *q = p->q;
 	struct sl_progress pr = {.run_id = p->run_id, .name = q->name};
-	const char *names[64];
-	uint64_t counts[64];
+	const char *names[64], *mnames[4];
+	uint64_t counts[64], mvalues[4];
 	char src[4200], sink[128];
 
 	*out = NULL;
@@ -135,6 +135,13 @@ static void progress_report(const struct report *r, int64_t t2, int64_t trigger_
 	pr.sink_guarantee = sl_engine_guarantee(q);
 	pr.skipped_age = m->skipped_age;
 	pr.skipped_seen = m->skipped_seen;
+	for (size_t k = 0; k < m->nmetrics && k < 4; k++) {
+		mnames[k] = m->metrics[k].name;
+		mvalues[k] = m->metrics[k].value;
+		pr.n_source_metrics = k + 1;
+	}
+	pr.source_metric_names = mnames;
+	pr.source_metric_values = mvalues;
 	sl_render_progress(&pr, out, len);
 }
 

@@ -33,6 +33,7 @@
 #include "source_query.h"
 #include "source_process.h"
 #include "source_rate.h"
+#include "source_socket.h"
 
 /* Reads every partition of the batch's range into b; FAILFAST stops at the first bad line. */
 static int read_all(struct plan *p, struct sl_batch *b, struct sl_decode_stats *st,
@@ -246,6 +247,8 @@ static const struct sl_source_ops *source_ops(const struct sl_query_config *q)
 		return &sl_source_query;
 	case SL_SOURCE_PROCESS:
 		return &sl_source_process;
+	case SL_SOURCE_SOCKET:
+		return &sl_source_socket;
 	default:
 		return &sl_source_file;
 	}
@@ -277,7 +280,9 @@ int sl_engine_backlog(struct sl_txn *t, const struct sl_query_config *q,
 	if (rc == 0 && !qid)
 		memset(b.v, 0, sizeof(b.v)); /* never started */
 	*out = (struct sl_engine_backlog){.known = b.known, .unit = {b.unit[0], b.unit[1]},
-					  .v = {b.v[0], b.v[1]}};
+					  .v = {b.v[0], b.v[1]},
+					  .metric = {b.metric[0], b.metric[1]},
+					  .mv = {b.mv[0], b.mv[1]}};
 	return rc;
 }
 
@@ -323,7 +328,8 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 		return rc;
 	bool ready = false;
 	struct sl_source_args sa = {.l = l, .q = q, .qid = p.qid, .seq_limit = lim->seq_limit,
-				    .ignore_caps = lim->ignore_caps, .stop = lim->stop};
+				    .ignore_caps = lim->ignore_caps, .stop = lim->stop,
+				    .reader = lim->reader};
 	struct sl_sink_args ka = {.l = l, .q = q, .qid = p.qid, .stop = lim->stop};
 	if ((rc = p.sops->open(&sa, &p.src)) || (rc = p.kops->open(&ka, &p.sink)))
 		goto fail;

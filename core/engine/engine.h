@@ -27,6 +27,7 @@
 struct sl_config;
 struct sl_land;
 struct sl_query_config;
+struct sl_socket_reader;
 struct sl_txn;
 
 /* What one query did in a run. */
@@ -76,6 +77,7 @@ struct sl_engine_limits {
 	/* NULL, or called after each batch's commit (a mount wakes query sources) */
 	void (*committed)(void *ctx);
 	void *committed_ctx;
+	struct sl_socket_reader *reader; /* a mount's socket query: its reader; NULL otherwise */
 };
 
 /*
@@ -121,6 +123,8 @@ struct sl_engine_backlog {
 	bool known;
 	const char *unit[2]; /* static; unit[1] NULL when there is one */
 	uint64_t v[2];
+	const char *metric[2]; /* the source's own figures (static names), or NULL */
+	uint64_t mv[2];
 };
 int sl_engine_backlog(struct sl_txn *t, const struct sl_query_config *q,
 		      struct sl_engine_backlog *out);

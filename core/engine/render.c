@@ -167,6 +167,16 @@ int sl_render_progress(const struct sl_progress *p, char **out, size_t *len)
 	json_object_set_new(src, "numInputRows", json_integer((json_int_t)p->num_input_rows));
 	json_object_set_new(src, "inputRowsPerSecond", json_real(p->input_rows_per_s));
 	json_object_set_new(src, "processedRowsPerSecond", json_real(p->processed_rows_per_s));
+	if (p->n_source_metrics) {
+		/* Spark's SourceProgress.metrics: a map of strings, left out when empty */
+		json_t *sm = json_object();
+		for (size_t i = 0; sm && i < p->n_source_metrics; i++) {
+			char v[24];
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)p->source_metric_values[i]);
+			json_object_set_new(sm, p->source_metric_names[i], json_string(v));
+		}
+		json_object_set_new(src, "metrics", sm);
+	}
 	json_array_append_new(sources, src);
 	json_object_set_new(o, "sources", sources);
 	json_object_set_new(sink, "description", json_string(p->sink_desc));

@@ -40,6 +40,9 @@ struct sl_progress {
 	const struct sl_source_backlog *backlog; /* in the source's units; NULL: none */
 	const char *sink_guarantee;  /* "exactly-once" or "at-least-once" */
 	uint64_t skipped_age, skipped_seen; /* skippedByMaxFileAge, skippedAlreadySeen */
+	const char *const *source_metric_names; /* sources[0].metrics: names ... */
+	const uint64_t *source_metric_values;   /* ... and values (shown as strings, as Spark) */
+	size_t n_source_metrics;
 	const char *last_error;     /* or NULL */
 	/* eventTime, when the query has a watermark */
 	bool has_event_time;

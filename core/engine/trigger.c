@@ -2,9 +2,10 @@
 /*
  * Triggers: the engine inside a mount, one thread per query. Event-driven
  * (no trigger): run while the backlog is not empty, then sleep until a
- * landing wakes it (a query source: until a query commits; another source
- * that reads no files: until its pollInterval); processingTime: one batch
- * per interval; availableNow and once: run at mount time, then finish. A FAILFAST query stops with its
+ * landing wakes it (a query source: until a query commits; a socket source:
+ * until its reader spools lines; another source that reads no files: until
+ * its pollInterval); processingTime: one batch per interval; availableNow
+ * and once: run at mount time, then finish. A FAILFAST query stops with its
  * lastError while the others go on; other errors retry with capped backoff.
  * The mount learns when every query's first run has returned
  * (sl_engine_started) and probes the engine for its watchdog (sl_engine_probe).
@@ -23,6 +24,7 @@
 #include "err.h"
 #include "land.h"
 #include "log.h"
+#include "source_socket.h"
 
 #define BACKOFF_MAX_S 60
 
@@ -31,6 +33,7 @@ struct qthread {
 	const struct sl_query_config *q;
 	pthread_t thread;
 	bool started;
+	uint64_t spools;       /* spool commits of its socket reader (guarded by e->mu) */
 };
 
 struct sl_engine {
@@ -58,21 +61,28 @@ static void deadline_in(struct timespec *ts, int64_t us)
 }
 
 /* What wakes a waiting query besides the stop and its timeout. */
-enum wake_on { ON_NOTHING, ON_LANDING, ON_COMMIT };
+enum wake_on { ON_NOTHING, ON_LANDING, ON_COMMIT, ON_SPOOL };
+
+/* The count a query waiting on `on` compares with what it has seen. */
+static uint64_t wake_count(const struct sl_engine *e, const struct qthread *t, enum wake_on on)
+{
+	return on == ON_COMMIT ? e->commits : on == ON_SPOOL ? t->spools : e->wakes;
+}
 
 /*
  * Sleeps until woken by what `on` names (a landing; another query's
- * commit), the stop, or us pass. *seen is the count of those already seen.
+ * commit; t's socket reader spooling lines), the stop, or us pass. *seen
+ * is the count of those already seen.
  */
-static void wait_for(struct sl_engine *e, uint64_t *seen, enum wake_on on, int64_t us)
+static void wait_for(struct sl_engine *e, struct qthread *t, uint64_t *seen, enum wake_on on,
+		     int64_t us)
 {
 	struct timespec ts;
 
 	pthread_mutex_lock(&e->mu);
 	if (us > 0)
 		deadline_in(&ts, us);
-	while (!e->stop && !(on == ON_LANDING && e->wakes != *seen) &&
-	       !(on == ON_COMMIT && e->commits != *seen)) {
+	while (!e->stop && !(on != ON_NOTHING && wake_count(e, t, on) != *seen)) {
 		if (us > 0) {
 			if (pthread_cond_timedwait(&e->cv, &e->mu, &ts) == ETIMEDOUT)
 				break;
@@ -81,7 +91,7 @@ static void wait_for(struct sl_engine *e, uint64_t *seen, enum wake_on on, int64
 		}
 	}
 	if (on != ON_NOTHING)
-		*seen = on == ON_COMMIT ? e->commits : e->wakes;
+		*seen = wake_count(e, t, on);
 	pthread_mutex_unlock(&e->mu);
 }
 
@@ -94,6 +104,16 @@ static void committed(void *ctx)
 	e->commits++;
 	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&e->mu);
+}
+
+/* A socket reader spooled lines: wakes its query. ctx is the query's thread. */
+static void spool_wake(void *ctx)
+{
+	struct qthread *t = ctx;
+	pthread_mutex_lock(&t->e->mu);
+	t->spools++;
+	pthread_cond_broadcast(&t->e->cv);
+	pthread_mutex_unlock(&t->e->mu);
 }
 
 /* The query's first run returned: count it for sl_engine_started(). */
@@ -120,7 +140,7 @@ static bool idle_wait(void *ctx)
 		*i->counted = true;
 		mark_started(i->t->e);
 	}
-	wait_for(i->t->e, i->seen, ON_NOTHING, i->t->q->source.poll_interval_us);
+	wait_for(i->t->e, i->t, i->seen, ON_NOTHING, i->t->q->source.poll_interval_us);
 	return !i->t->e->stop;
 }
 
@@ -134,11 +154,25 @@ static void *query_main(void *arg)
 	int64_t backoff_us = 1000000;
 	bool counted = false;  /* in nstarted */
 	uint64_t seen;
+	bool sock = q->source.format == SL_SOURCE_SOCKET;
+	enum wake_on on = SL_SOURCE_IS_FILE(q->source.format)	? ON_LANDING
+			  : q->source.format == SL_SOURCE_QUERY ? ON_COMMIT
+			  : sock				? ON_SPOOL
+								: ON_NOTHING;
 
-	bool by_commit = q->source.format == SL_SOURCE_QUERY;
 	pthread_mutex_lock(&e->mu);
-	seen = by_commit ? e->commits : e->wakes;
+	seen = wake_count(e, t, on);
 	pthread_mutex_unlock(&e->mu);
+	/*
+	 * A socket query connects only when it runs on: availableNow and once
+	 * drain what the spool holds, as `sluice run --available-now` does.
+	 */
+	if (sock && q->trigger != SL_TRIGGER_AVAILABLE_NOW && q->trigger != SL_TRIGGER_ONCE) {
+		int rc = sl_socket_reader_start(e->l, q, spool_wake, t, &lim.reader);
+		if (rc)
+			sl_log(SL_LOG_ERR, "query '%s': cannot start its socket reader: %s", q->name,
+			       sl_strerror(rc));
+	}
 	if (q->trigger == SL_TRIGGER_ONCE) {
 		sl_log(SL_LOG_WARNING, "query '%s': trigger once is deprecated: use availableNow",
 		       q->name);
@@ -171,7 +205,7 @@ static void *query_main(void *arg)
 		if (rc) {
 			sl_log(SL_LOG_ERR, "query '%s': %s (retrying in %lld s)", q->name, r.error,
 			       (long long)(backoff_us / 1000000));
-			wait_for(e, &seen, ON_NOTHING, backoff_us);
+			wait_for(e, t, &seen, ON_NOTHING, backoff_us);
 			if (backoff_us < BACKOFF_MAX_S * 1000000ll)
 				backoff_us *= 2;
 			continue;
@@ -180,15 +214,16 @@ static void *query_main(void *arg)
 		if (q->trigger == SL_TRIGGER_AVAILABLE_NOW || q->trigger == SL_TRIGGER_ONCE)
 			break; /* ran at mount time: finished */
 		if (q->trigger == SL_TRIGGER_PROCESSING_TIME)
-			wait_for(e, &seen, ON_NOTHING,
+			wait_for(e, t, &seen, ON_NOTHING,
 				 q->trigger_interval_us > 0 ? q->trigger_interval_us : 1);
 		else if (SL_SOURCE_IS_FILE(q->source.format))
-			wait_for(e, &seen, ON_LANDING, 0);
-		else if (by_commit) /* its upstream's commit wakes it */
-			wait_for(e, &seen, ON_COMMIT, 0);
+			wait_for(e, t, &seen, ON_LANDING, 0);
+		else if (on != ON_NOTHING) /* its upstream's commit, or its reader's spool */
+			wait_for(e, t, &seen, on, 0);
 		else /* no landing wakes it: ask the source again every pollInterval */
-			wait_for(e, &seen, ON_NOTHING, q->source.poll_interval_us);
+			wait_for(e, t, &seen, ON_NOTHING, q->source.poll_interval_us);
 	}
+	sl_socket_reader_stop(lim.reader);
 	return NULL;
 }
 

@@ -23,6 +23,7 @@ struct sl_batch;
 struct sl_decode_stats;
 struct sl_land;
 struct sl_query_config;
+struct sl_socket_reader;
 struct sl_txn;
 
 /* An open source: each implementation defines it (opaque to the engine). */
@@ -36,6 +37,7 @@ struct sl_source_args {
 	uint64_t seq_limit;              /* admission: only what landed up to this sequence */
 	bool ignore_caps;                /* trigger once: one batch takes everything */
 	const volatile bool *stop;       /* set by an unmount: a source that waits gives up; or NULL */
+	struct sl_socket_reader *reader; /* socket in a mount: its reader, or NULL; borrowed */
 };
 
 /*
@@ -67,12 +69,21 @@ struct sl_source_backlog {
 	bool known;          /* false: only the source's program could tell */
 	const char *unit[2]; /* static names; unit[1] NULL when there is one */
 	uint64_t v[2];       /* not yet planned, in those units */
+	/* the source's own figures (a socket's spooledLines, spoolBytes), or NULL names */
+	const char *metric[2];
+	uint64_t mv[2];
 };
 
 /* Source metrics for the progress report. */
 struct sl_source_metrics {
 	struct sl_source_backlog backlog;   /* not yet planned */
 	uint64_t skipped_age, skipped_seen; /* skippedByMaxFileAge, skippedAlreadySeen */
+	/* the source's own metrics: Spark's SourceProgress.metrics (shown as strings) */
+	size_t nmetrics;
+	struct {
+		const char *name; /* static */
+		uint64_t value;
+	} metrics[4];
 };
 
 struct sl_source_ops {

@@ -351,3 +351,29 @@ def test_status_shows_the_backlog_in_upstream_batches(tmp_path):
     doc = json.loads(util.sluice("status", "--json", data).stdout)
     assert {x["name"]: x["guarantee"] for x in doc["queries"]} == \
         {"totals": "exactly-once", "clean": "exactly-once"}
+
+
+def test_downstream_of_a_source_that_reads_no_files(mounts, tmp_path):
+    """A query source reading a rate-micro-batch query in a mount: each of
+    the upstream's commits (made every pollInterval, inside one long run)
+    wakes the downstream, which copies every value exactly once."""
+    data = str(tmp_path / "data")
+    write_config(data, {
+        "tick": {"source": {"format": "rate-micro-batch", "rowsPerBatch": 5,
+                            "pollInterval": "50ms"}},
+        "copy": {"source": {"format": "query", "query": "tick"}},
+    })
+    m = mounts.new(data=data)
+
+    def values():
+        base = os.path.join(m.mnt, "out", "copy")
+        return [r["value"] for r in rows_in(base)] if os.path.isdir(base) else []
+    util.wait_for(lambda: len(values()) >= 40, 60, "40 values copied")
+    m.unmount()
+    m = mounts.new(data=data, start=False)
+    m.start()
+    got = sorted(values())
+    assert got == list(range(len(got))), got[:50]
+    up = sorted(r["value"] for r in rows_in(os.path.join(m.mnt, "out", "tick")))
+    assert up[:len(got)] == got
+    m.unmount()

@@ -361,6 +361,38 @@ static void test_refused_messages(void)
 	free(d);
 }
 
+/* socket: host and port are the checkpoint's; includeTimestamp and maxSpoolBytes are not. */
+static void test_socket(void)
+{
+	static const char sock_q[] =
+	    "{\"queries\": {\"s\": {\"source\": {\"format\": \"socket\", \"host\": "
+	    "\"localhost\", \"port\": 9999}}}}";
+	static const char *const host[] = {"\"localhost\"", "\"127.0.0.1\"", NULL};
+	static const char *const port[] = {"9999", "9998", NULL};
+	static const char *const opts[] = {"9999}", "9999, \"maxSpoolBytes\": \"1m\"}", NULL};
+	char *a = edit(sock_q, host), *b = edit(sock_q, port), *c = edit(sock_q, opts);
+	struct sl_config *cfg = load(sock_q);
+	char err[1024], *text = NULL;
+	size_t len;
+
+	CHECK(a && b && c && cfg);
+	CHECK_OK(sl_compat_describe(sl_config_query(cfg, 0), &text, &len));
+	CHECK(text && strstr(text, "source.format=socket\n") &&
+	      strstr(text, "source.host=localhost\nsource.port=9999\n"));
+	CHECK(compare(sock_q, a, err, sizeof(err)) == SL_ECONFIG);
+	CHECK(!strcmp(err, "queries.s.source.host: changed since the checkpoint was made "
+			   "(was localhost, now 127.0.0.1)" REFUSED));
+	CHECK(compare(sock_q, b, err, sizeof(err)) == SL_ECONFIG);
+	CHECK(!strcmp(err, "queries.s.source.port: changed since the checkpoint was made "
+			   "(was 9999, now 9998)" REFUSED));
+	CHECK(compare(sock_q, c, err, sizeof(err)) == 0);
+	free(text);
+	sl_config_free(cfg);
+	free(a);
+	free(b);
+	free(c);
+}
+
 static void test_allowed(void)
 {
 	static const struct change cases[] = {
@@ -603,6 +635,7 @@ int main(void)
 	test(test_identical);
 	test(test_refused);
 	test(test_refused_messages);
+	test(test_socket);
 	test(test_allowed);
 	test(test_corrupt);
 	test(test_version);
