@@ -167,17 +167,50 @@ int sl_child_spawn(struct sl_child *c, char *const *argv, char **env, const char
 	c->err = (struct sl_child_stream){.fd = perr[0], .is_err = true};
 	c->query = query;
 	c->prog = argv[0];
-	c->last_err[0] = 0;
+	c->last_err[0] = 0; /* c->secrets stay as the caller set them */
 	set_nonblock(c->in);
 	set_nonblock(c->out.fd);
 	set_nonblock(c->err.fd);
 	return 0;
 }
 
+/*
+ * line (n bytes) with each secret replaced by *** into out (cap bytes, NUL
+ * ended); its length.
+ */
+static size_t masked(const struct sl_child *c, const char *line, size_t n, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && o + 1 < cap;) {
+		size_t hit = 0;
+		for (size_t k = 0; k < c->nsecrets && !hit; k++) {
+			size_t m = strlen(c->secrets[k]);
+			if (m && m <= n - i && !memcmp(line + i, c->secrets[k], m))
+				hit = m;
+		}
+		if (hit) {
+			for (const char *r = "***"; *r && o + 1 < cap; r++)
+				out[o++] = *r;
+			i += hit;
+		} else {
+			out[o++] = line[i++];
+		}
+	}
+	out[o] = 0;
+	return o;
+}
+
 static void stream_line(struct sl_child *c, struct sl_child_stream *st, const char *line, size_t n)
 {
+	char safe[sizeof(st->buf) + 1];
+
 	if (n == 0)
 		return;
+	if (c->nsecrets) {
+		n = masked(c, line, n, safe, sizeof(safe));
+		line = safe;
+	}
 	/* a warning, so that `sluice run` shows it: it is the user's own output */
 	sl_log(SL_LOG_WARNING, "query '%s': %s: %.*s", c->query, c->prog, (int)n, line);
 	if (st->is_err) {

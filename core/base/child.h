@@ -34,6 +34,9 @@ struct sl_child {
 	const char *prog;	    /* argv[0], for log lines and errors; borrowed */
 	bool log_out;	    /* stdout lines go to the log (exec); else the caller reads out.fd */
 	char last_err[240]; /* its last stderr line, "" when none */
+	/* secrets the child was given: shown as *** in log lines and last_err; borrowed */
+	const char *const *secrets;
+	size_t nsecrets;
 };
 
 /*

@@ -62,7 +62,97 @@ struct sl_source {
 	char **parts; /* the partitions answer's values, canonical */
 	size_t nparts;
 	long corrupt; /* index of a _corrupt_record STRING column, or -1 */
+	/* options' "@env:NAME" / "@file:/path" values, resolved: masked in log lines */
+	char **secrets;
+	size_t nsecrets;
 };
+
+#define SECRET_FILE_MAX (64u << 10)
+
+static void secrets_free(struct sl_source *p)
+{
+	for (size_t i = 0; i < p->nsecrets; i++) {
+		explicit_bzero(p->secrets[i], strlen(p->secrets[i]));
+		free(p->secrets[i]);
+	}
+	free(p->secrets);
+	p->secrets = NULL;
+	p->nsecrets = 0;
+	p->c.secrets = NULL;
+	p->c.nsecrets = 0;
+}
+
+/* The value a secret reference names (new), or NULL with p->error set. */
+static char *secret_value(struct sl_source *p, const char *path, const char *ref)
+{
+	if (!strncmp(ref, "@env:", 5)) {
+		const char *v = getenv(ref + 5);
+		if (!v)
+			snprintf(p->error, sizeof(p->error),
+				 "process: source.options%s: %s is not set in sluice's environment",
+				 path, ref);
+		return v ? strdup(v) : NULL;
+	}
+	FILE *f = fopen(ref + 6, "re");
+	char *buf = f ? malloc(SECRET_FILE_MAX + 1) : NULL;
+	size_t n = buf ? fread(buf, 1, SECRET_FILE_MAX + 1, f) : 0;
+	int err = !f ? errno : ferror(f) ? EIO : n > SECRET_FILE_MAX ? EFBIG : 0;
+	if (f)
+		fclose(f);
+	if (err || !buf) {
+		snprintf(p->error, sizeof(p->error), "process: source.options%s: cannot read %s: %s",
+			 path, ref, strerror(err ? err : ENOMEM));
+		free(buf);
+		return NULL;
+	}
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--; /* as a password file's last line ends */
+	buf[n] = 0;
+	return buf;
+}
+
+/*
+ * Replaces every string value "@env:NAME" or "@file:/path" in j (options,
+ * at any depth) with what it names, keeping the values for masking. path
+ * is j's place, for errors. 0, or an errno with p->error set.
+ */
+static int resolve_secrets(struct sl_source *p, json_t *j, const char *path)
+{
+	char sub[256];
+
+	if (json_is_object(j)) {
+		const char *k;
+		json_t *v;
+		json_object_foreach(j, k, v) {
+			snprintf(sub, sizeof(sub), "%s.%s", path, k);
+			if (json_is_string(v) && (!strncmp(json_string_value(v), "@env:", 5) ||
+						  !strncmp(json_string_value(v), "@file:", 6))) {
+				char *s = secret_value(p, sub, json_string_value(v));
+				char **g = s ? realloc(p->secrets, (p->nsecrets + 1) * sizeof(*g)) : NULL;
+				if (!g) {
+					free(s);
+					return s ? ENOMEM : EINVAL;
+				}
+				p->secrets = g;
+				p->secrets[p->nsecrets++] = s;
+				if (json_object_set_new(j, k, json_string(s)))
+					return ENOMEM;
+			} else {
+				int rc = resolve_secrets(p, v, sub);
+				if (rc)
+					return rc;
+			}
+		}
+	} else if (json_is_array(j)) {
+		for (size_t i = 0; i < json_array_size(j); i++) {
+			snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+			int rc = resolve_secrets(p, json_array_get(j, i), sub);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
 
 /* j's canonical text into out (outlen bytes): 0 or ENAMETOOLONG / ENOMEM. */
 static int canon_into(const json_t *j, char *out, size_t outlen)
@@ -331,11 +421,29 @@ static int start_child(struct sl_source *p)
 	sl_strbuf_release(&ddl);
 	if (!jtext)
 		return ENOMEM;
-	sl_strbuf_addf(&req, "{\"op\":\"init\",\"schema\":%s,\"options\":%s}", jtext,
-		       p->q->source.options_json);
+	/* secrets are resolved for the child only, and masked in what it prints */
+	secrets_free(p); /* a child started again resolves them again */
+	json_t *opts = json_loads(p->q->source.options_json, 0, NULL);
+	char *otext = NULL;
+	rc = opts ? resolve_secrets(p, opts, "") : ENOMEM;
+	if (rc == 0 && !(otext = json_dumps(opts, JSON_COMPACT | JSON_SORT_KEYS)))
+		rc = ENOMEM;
+	json_decref(opts);
+	p->c.secrets = (const char *const *)p->secrets;
+	p->c.nsecrets = p->nsecrets;
+	if (rc) {
+		free(jtext);
+		end_child(p, false); /* never told init: not a child to talk to */
+		return rc;
+	}
+	sl_strbuf_addf(&req, "{\"op\":\"init\",\"schema\":%s,\"options\":%s}", jtext, otext);
+	explicit_bzero(otext, strlen(otext));
+	free(otext);
 	free(jtext);
 	json_t *ans = NULL;
 	rc = ask(p, "init", &req, "ok", &ans);
+	if (req.p)
+		explicit_bzero(req.p, req.len);
 	sl_strbuf_release(&req);
 	json_decref(ans);
 	return rc;
@@ -932,6 +1040,7 @@ static void process_stop(struct sl_source *p)
 		return;
 	end_child(p, true);
 	parts_free(p);
+	secrets_free(p);
 	free(p->rb);
 	free(p);
 }

@@ -596,3 +596,55 @@ def test_child_rules(tmp_path):
     assert s["fds"] == [0, 1, 2, 3]  # 3: the listing's own
     assert s["cwd"] == os.path.join(os.path.realpath(data), "process", "q")
     assert s["env"] == {"NOTIFY_SOCKET": None, "WATCHDOG_USEC": None, "SLUICE_QUERY": "q"}
+
+
+SECRETIVE = r"""
+import json, sys
+opts = {}
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["op"] == "init":
+        opts = req["options"]
+        with open(%(seen)r, "w") as f:
+            json.dump(opts, f)
+        print(json.dumps({"ok": True}), flush=True)
+    elif req["op"] == "initialOffset":
+        # a careless program that prints its credentials, then fails
+        sys.stderr.write("login %%s/%%s refused\n" %% (opts["user"], opts["auth"]["token"]))
+        sys.stderr.flush()
+        print(json.dumps({"error": "cannot log in"}), flush=True)
+    elif req["op"] == "stop":
+        sys.exit(0)
+"""
+
+
+def test_secrets_from_env_and_file_are_masked(tmp_path):
+    """Options given as "@env:NAME" or "@file:/path" (at any depth) reach the
+    program resolved; what it prints of them shows as *** in the log,
+    lastError and status. A missing one fails naming the option."""
+    seen = tmp_path / "seen.json"
+    secret_file = tmp_path / "token"
+    secret_file.write_text("s3cr3t-from-file\n")
+    code = SECRETIVE % {"seen": str(seen)}
+    data = str(tmp_path / "data")
+    q = prog_query(tmp_path, code, options={"user": "@env:LEDGER_USER",
+                                            "auth": {"token": "@file:%s" % secret_file},
+                                            "plain": "@not-a-ref"})
+    write_config(data, {"q": q})
+    env = dict(os.environ, LEDGER_USER="ann-the-admin")
+    p = util.sluice("run", "--available-now", data, timeout=60, env=env)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert json.loads(seen.read_text()) == {"user": "ann-the-admin",
+                                            "auth": {"token": "s3cr3t-from-file"},
+                                            "plain": "@not-a-ref"}
+    st = util.sluice("status", "--json", data, env=env).stdout
+    for text in (p.stderr, st):
+        assert "ann-the-admin" not in text and "s3cr3t-from-file" not in text, text
+    assert "login ***/*** refused" in p.stderr, p.stderr
+    # unset: the batch fails naming the option, before the program hears a word
+    seen.unlink()
+    env.pop("LEDGER_USER")
+    p = util.sluice("run", "--available-now", data, timeout=60, env=env)
+    assert p.returncode == 1
+    assert "source.options.user: @env:LEDGER_USER is not set" in p.stderr, p.stderr
+    assert not seen.exists()
