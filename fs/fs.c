@@ -77,7 +77,16 @@ struct fh {
 	struct sl_handle *h;       /* a file of in/ or archive/ */
 	struct rendered r;         /* or a rendered file */
 	atomic_int refs;           /* 1 for the open + 1 per reply in progress */
+	struct fh *prev, *next;    /* in open_fhs */
 };
+
+/*
+ * Every open handle. An unmount aborts the connection, and the kernel drops
+ * the RELEASEs the daemon had not read yet: fs_destroy() (run after the
+ * workers stopped) releases what is left here.
+ */
+static pthread_mutex_t open_fhs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct fh *open_fhs;
 
 struct dent {
 	char *name;
@@ -92,19 +101,53 @@ struct dirsnap {
 static struct fh *fh_new(void)
 {
 	struct fh *f = calloc(1, sizeof(*f));
-	if (f)
-		atomic_init(&f->refs, 1);
+	if (!f)
+		return NULL;
+	atomic_init(&f->refs, 1);
+	pthread_mutex_lock(&open_fhs_mu);
+	f->next = open_fhs;
+	if (open_fhs)
+		open_fhs->prev = f;
+	open_fhs = f;
+	pthread_mutex_unlock(&open_fhs_mu);
 	return f;
+}
+
+static void fh_free(struct fh *f)
+{
+	if (f->h)
+		sl_land_release(f->h);
+	free(f->r.data);
+	free(f);
 }
 
 static void fh_put(struct fh *f)
 {
 	if (atomic_fetch_sub(&f->refs, 1) != 1)
 		return;
-	if (f->h)
-		sl_land_release(f->h);
-	free(f->r.data);
-	free(f);
+	pthread_mutex_lock(&open_fhs_mu);
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		open_fhs = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	pthread_mutex_unlock(&open_fhs_mu);
+	fh_free(f);
+}
+
+/* The handles whose RELEASE never came (see open_fhs), at the unmount. */
+static void fh_release_all(void)
+{
+	pthread_mutex_lock(&open_fhs_mu);
+	struct fh *f = open_fhs;
+	open_fhs = NULL;
+	pthread_mutex_unlock(&open_fhs_mu);
+	while (f) {
+		struct fh *next = f->next;
+		fh_free(f);
+		f = next;
+	}
 }
 
 static struct fs *fs_of(fuse_req_t req)
@@ -422,6 +465,7 @@ static void fs_destroy(void *userdata)
 		pthread_join(fs->inval_thread, NULL);
 		fs->inval_running = false;
 	}
+	fh_release_all();
 	sl_land_close(fs->land);
 	fs->land = NULL;
 	sl_config_free(fs->config);
@@ -663,7 +707,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	rc = fs_errno(sl_land_create(fs->land, parent, name, mode, ctx->uid, ctx->gid, fi->flags,
 				     &f->h, &a));
 	if (rc) {
-		free(f);
+		fh_put(f);
 		fuse_reply_err(req, rc);
 		return;
 	}
@@ -724,7 +768,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = !landed && (wr || (fi->flags & O_TRUNC));
 	}
 	if (rc) {
-		free(f);
+		fh_put(f);
 		fuse_reply_err(req, rc);
 		return;
 	}
