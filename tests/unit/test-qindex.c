@@ -156,7 +156,7 @@ static int peek(struct sl_catalog *cat, uint32_t qid, struct sl_skips *out, uint
 	if (rc)
 		return rc;
 	rc = sl_qindex_skips(t, qid, false, out);
-	*held = sl_qindex_held(t, held_id);
+	*held = sl_qindex_held(NULL, t, held_id);
 	if (rc == 0)
 		rc = sl_qindex_backlog(t, "dev", bl);
 	sl_txn_end(t);
