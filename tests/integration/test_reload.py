@@ -297,6 +297,7 @@ def test_landings_during_repeated_reloads(mounts, tmp_path):
     t.join()
     assert not errors, errors
     assert k >= 2, "the writer finished before two reloads"
+    print("reloads during the writes:", k)
     config(data, b)
     assert hup(m) == ""
     assert util.read_landing(m.mnt)["filesLanded"] == n
