@@ -393,6 +393,8 @@ static void print_watch(const struct snap *s, struct drain *dr, const char *data
 	printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64,
 	       s->c.files_landed, s->c.bytes_landed, s->c.in_flight);
 	print_refused(&s->c);
+	if (s->refused[0])
+		printf("config reload refused: %s\n", s->refused);
 	for (size_t k = 0; k < s->n; k++) {
 		drain_update(&dr[k], &s->qs[k], s->at_ms);
 		print_query(&s->qs[k]);
