@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "reload.h"
 #include "smeta.h"
 #include "strbuf.h"
 #include "view.h"
@@ -58,7 +60,14 @@ struct fs {
 	bool inval_running;
 	struct sl_land *land;
 	struct fuse_session *se;
-	struct sl_config *config;  /* sluice.json, loaded in init */
+	pthread_mutex_t cfg_mu;    /* guards config, smeta.cfg and reload */
+	struct sl_config *config;  /* sluice.json, loaded in init, replaced by a reload */
+	struct sl_config **old;    /* configs a reload replaced: readers may hold them */
+	size_t nold;
+	struct sl_reload_state reload; /* the last load's outcome (cfg_mu) */
+	int reload_fd[2];          /* SIGHUP's self-pipe: read by the reload thread */
+	pthread_t reload_thread;
+	bool reload_running;
 	struct sl_engine *engine;  /* the queries' threads */
 	struct sl_notify *notify;  /* systemd's READY/WATCHDOG/STOPPING; NULL outside systemd */
 	struct sl_smeta smeta;     /* out/<q>/_spark_metadata/, set in init */
@@ -201,6 +210,32 @@ static void fill_stat(const struct sl_attr *a, struct stat *st)
 	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
 }
 
+/*
+ * The current config, and the smeta that reads it. A reload replaces them;
+ * the configs it replaced stay until the unmount, so what a reader got
+ * stays valid for its request.
+ */
+static const struct sl_config *config_of(struct fs *fs, struct sl_reload_state *reload)
+{
+	pthread_mutex_lock(&fs->cfg_mu);
+	const struct sl_config *c = fs->config;
+	if (reload)
+		*reload = fs->reload;
+	pthread_mutex_unlock(&fs->cfg_mu);
+	return c;
+}
+
+static struct sl_smeta *smeta_of(struct fs *fs, struct sl_smeta *buf)
+{
+	pthread_mutex_lock(&fs->cfg_mu);
+	*buf = fs->smeta;
+	pthread_mutex_unlock(&fs->cfg_mu);
+	return buf;
+}
+
+/* A copy of the current smeta, valid for the enclosing block. */
+#define SMETA(fs) smeta_of((fs), &(struct sl_smeta){0})
+
 static int render_landing(struct fs *fs, struct rendered *r)
 {
 	struct sl_land_counters *c = malloc(sizeof(*c));
@@ -219,6 +254,7 @@ static int render_metrics(struct fs *fs, struct rendered *r)
 {
 	struct sl_land_counters *c = malloc(sizeof(*c));
 	struct sl_land_latency lat;
+	struct sl_reload_state reload;
 	struct timespec now;
 	struct sl_txn *t;
 	int rc;
@@ -228,8 +264,10 @@ static int render_metrics(struct fs *fs, struct rendered *r)
 	sl_land_counters(fs->land, c);
 	sl_land_latency(fs->land, &lat);
 	clock_gettime(CLOCK_REALTIME, &now);
-	struct sl_metrics_input in = {.cfg = fs->config, .landing = c, .latency = &lat,
-				      .now_ms = now.tv_sec * 1000ll + now.tv_nsec / 1000000};
+	const struct sl_config *cfg = config_of(fs, &reload);
+	struct sl_metrics_input in = {.cfg = cfg, .landing = c, .latency = &lat,
+				      .now_ms = now.tv_sec * 1000ll + now.tv_nsec / 1000000,
+				      .reload = &reload};
 	rc = sl_catalog_read(sl_land_catalog(fs->land), &t);
 	if (rc == 0) {
 		rc = sl_metrics_render(t, &in, &r->data, &r->len);
@@ -271,7 +309,7 @@ static int virtual_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 static int get_attr(struct fs *fs, fuse_ino_t ino, struct sl_attr *a)
 {
 	if (sl_smeta_owns(ino))
-		return fs_errno(sl_smeta_getattr(&fs->smeta, ino, a));
+		return fs_errno(sl_smeta_getattr(SMETA(fs), ino, a));
 	if (sl_view_owns(ino))
 		return fs_errno(sl_view_getattr(fs->land, ino, a));
 	if (ino < SL_ID_FIRST && !is_catalog_root(ino))
@@ -377,6 +415,154 @@ static int smeta_init(struct fs *fs)
 	return 0;
 }
 
+/* ---- reload on SIGHUP ---- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
+}
+
+/* How many of a's queries b does not name. */
+static size_t missing(const struct sl_config *a, const struct sl_config *b)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < sl_config_nqueries(a); i++) {
+		const char *name = sl_config_query(a, i)->name;
+		bool found = false;
+		for (size_t j = 0; !found && j < sl_config_nqueries(b); j++)
+			found = !strcmp(name, sl_config_query(b, j)->name);
+		n += !found;
+	}
+	return n;
+}
+
+/* The reload's outcome, for status/metrics, `sluice status` and systemd. */
+static void reload_done(struct fs *fs, const char *refused)
+{
+	char status[600];
+	int rc;
+
+	pthread_mutex_lock(&fs->cfg_mu);
+	if (refused)
+		snprintf(fs->reload.refused, sizeof(fs->reload.refused), "%s", refused);
+	else {
+		fs->reload.refused[0] = 0;
+		fs->reload.ok_ms = now_ms();
+	}
+	struct sl_reload_state st = fs->reload;
+	pthread_mutex_unlock(&fs->cfg_mu);
+	if ((rc = sl_reload_write(fs->args->datadir, &st)))
+		sl_log(SL_LOG_WARNING, "cannot write '%s/%s': %s", fs->args->datadir,
+		       SL_RELOAD_FILE, sl_strerror(rc));
+	if (refused)
+		snprintf(status, sizeof(status), "config reload refused: %s", refused);
+	else
+		snprintf(status, sizeof(status), "mounted, config reloaded");
+	sl_notify_reloaded(fs->notify, status);
+}
+
+/*
+ * Re-reads sluice.json. Refused (invalid, or a change a checkpoint cannot
+ * survive, DESIGN "Changes between starts"): logged, recorded, the old
+ * config runs on. Taken: the queries stop (a batch in progress replays),
+ * landing indexes with the new queries (new ones index what landed,
+ * removed ones stop holding files), then the new queries start.
+ */
+static void fs_reload(struct fs *fs)
+{
+	struct sl_config *cfg = NULL;
+	char err[512], why[600];
+	int rc;
+
+	sl_notify_reloading(fs->notify);
+	rc = sl_config_load(fs->args->datadir, &cfg, err, sizeof(err));
+	if (rc == SL_ECONFIG)
+		snprintf(why, sizeof(why), "invalid config: %s", err);
+	else if (rc)
+		snprintf(why, sizeof(why), "cannot load config: %s", sl_strerror(rc));
+	else if ((rc = sl_engine_check_changes(fs->land, cfg, err, sizeof(err))))
+		snprintf(why, sizeof(why), "%s",
+			 rc == SL_ECONFIG || rc == SL_ECORRUPT || rc == SL_EVERSION
+				 ? err
+				 : sl_strerror(rc));
+	if (rc) {
+		sl_log(SL_LOG_ERR, "config reload refused, the old config runs: %s", why);
+		sl_config_free(cfg);
+		reload_done(fs, why);
+		return;
+	}
+	struct sl_config **old = realloc(fs->old, (fs->nold + 1) * sizeof(*old));
+	if (!old) {
+		sl_log(SL_LOG_ERR, "config reload refused, the old config runs: out of memory");
+		sl_config_free(cfg);
+		reload_done(fs, "out of memory");
+		return;
+	}
+	fs->old = old;
+	const struct sl_config *prev = config_of(fs, NULL);
+	size_t added = missing(cfg, prev), removed = missing(prev, cfg);
+
+	sl_engine_halt(fs->engine);
+	if ((rc = sl_land_reload(fs->land, cfg))) {
+		snprintf(why, sizeof(why), "cannot index the new queries: %s", sl_strerror(rc));
+		sl_log(SL_LOG_ERR, "config reload refused, the old config runs: %s", why);
+		sl_config_free(cfg);
+		cfg = NULL;
+	} else {
+		pthread_mutex_lock(&fs->cfg_mu);
+		fs->old[fs->nold++] = fs->config;
+		fs->config = cfg;
+		fs->smeta.cfg = cfg;
+		pthread_mutex_unlock(&fs->cfg_mu);
+	}
+	int src = sl_engine_resume(fs->engine, config_of(fs, NULL));
+	if (src)
+		sl_log(SL_LOG_ERR, "cannot start the queries: %s", sl_strerror(src));
+	if (!cfg) {
+		reload_done(fs, why);
+		return;
+	}
+	sl_log(SL_LOG_INFO, "config reloaded: %zu queries (added %zu, removed %zu)",
+	       sl_config_nqueries(cfg), added, removed);
+	reload_done(fs, NULL);
+}
+
+/* Waits for SIGHUP's bytes; several pending make one reload. 'q': unmount. */
+static void *reload_main(void *arg)
+{
+	struct fs *fs = arg;
+	char buf[64];
+
+	(void)pthread_setname_np(pthread_self(), "sl-reload");
+	for (;;) {
+		ssize_t n = read(fs->reload_fd[0], buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || memchr(buf, 'q', (size_t)n))
+			break;
+		fs_reload(fs);
+	}
+	return NULL;
+}
+
+/*
+ * SIGHUP's handler writes to the self-pipe: a handler may do little, and
+ * the reload takes locks and threads. File scope because a handler has no
+ * argument; -1 outside sl_fs_main.
+ */
+static int reload_signal_fd = -1;
+
+static void on_sighup(int sig)
+{
+	int saved = errno;
+	ssize_t w = write(reload_signal_fd, "h", 1);
+	(void)sig, (void)w; /* full: a reload is pending already */
+	errno = saved;
+}
+
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs *fs = userdata;
@@ -436,6 +622,14 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		fuse_session_exit(fs->se);
 		return;
 	}
+	fs->reload.ok_ms = now_ms();
+	/* a refusal of the last mount's reloads is history: this config loaded */
+	if ((rc = sl_reload_write(fs->args->datadir, &fs->reload)))
+		sl_log(SL_LOG_WARNING, "cannot write '%s/%s': %s", fs->args->datadir,
+		       SL_RELOAD_FILE, sl_strerror(rc));
+	fs->reload_running = pthread_create(&fs->reload_thread, NULL, reload_main, fs) == 0;
+	if (!fs->reload_running)
+		sl_log(SL_LOG_WARNING, "cannot start the reload thread: SIGHUP is ignored");
 	/* READY=1 waits on a thread of its own: this INIT is not answered yet */
 	if ((rc = sl_notify_start(fs->notify, fs->args->mountpoint, fs->engine))) {
 		sl_log(SL_LOG_ERR, "cannot start systemd notifications: %s", sl_strerror(rc));
@@ -447,6 +641,13 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 static void fs_destroy(void *userdata)
 {
 	struct fs *fs = userdata;
+	/* a reload in progress ends first: it uses all of the below */
+	if (fs->reload_running) {
+		ssize_t w = write(fs->reload_fd[1], "q", 1);
+		(void)w; /* a full pipe has a byte to wake the thread already */
+		pthread_join(fs->reload_thread, NULL);
+		fs->reload_running = false;
+	}
 	/* the notifier probes the engine: it goes before the engine does */
 	sl_notify_close(fs->notify);
 	fs->notify = NULL;
@@ -470,6 +671,11 @@ static void fs_destroy(void *userdata)
 	fs->land = NULL;
 	sl_config_free(fs->config);
 	fs->config = NULL;
+	for (size_t k = 0; k < fs->nold; k++)
+		sl_config_free(fs->old[k]);
+	free(fs->old);
+	fs->old = NULL;
+	fs->nold = 0;
 	free(fs->smeta_root);
 	fs->smeta_root = NULL;
 }
@@ -498,11 +704,11 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		else
 			rc = fs_errno(sl_view_lookup(fs->land, parent, name, &a));
 	} else if (sl_smeta_owns(parent)) {
-		rc = fs_errno(sl_smeta_lookup(&fs->smeta, parent, name, &a));
+		rc = fs_errno(sl_smeta_lookup(SMETA(fs), parent, name, &a));
 	} else if (sl_view_owns(parent)) {
 		rc = fs_errno(sl_view_lookup(fs->land, parent, name, &a));
 	} else if (!strcmp(name, SL_SMETA_NAME) &&
-		   (rc = fs_errno(sl_smeta_entry(&fs->smeta, parent, &a))) != ENOENT) {
+		   (rc = fs_errno(sl_smeta_entry(SMETA(fs), parent, &a))) != ENOENT) {
 		/* out/<q>/_spark_metadata (a view node), or the error: replied below */
 	} else {
 		rc = fs_errno(sl_land_lookup(fs->land, parent, name, &a));
@@ -750,7 +956,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else if (sl_smeta_owns(ino)) {
 		rc = wr || (fi->flags & O_TRUNC)
 			     ? EROFS
-			     : fs_errno(sl_smeta_read(&fs->smeta, ino, &f->r.data, &f->r.len));
+			     : fs_errno(sl_smeta_read(SMETA(fs), ino, &f->r.data, &f->r.len));
 		fi->direct_io = 1;
 	} else if (sl_view_owns(ino)) {
 		rc = wr || (fi->flags & O_TRUNC)
@@ -976,13 +1182,13 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		if (rc == 0)
 			rc = fs_errno(sl_view_list(fs->land, ino, snap_add, d));
 	} else if (rc == 0 && sl_smeta_owns(ino)) {
-		rc = fs_errno(sl_smeta_list(&fs->smeta, ino, snap_add, d));
+		rc = fs_errno(sl_smeta_list(SMETA(fs), ino, snap_add, d));
 	} else if (rc == 0 && sl_view_owns(ino)) {
 		rc = fs_errno(sl_view_list(fs->land, ino, snap_add, d));
 	} else if (rc == 0 && !is_virtual_dir(ino)) {
 		rc = fs_errno(sl_land_list(fs->land, ino, snap_add, d));
 		struct sl_attr k;
-		int src = rc ? rc : fs_errno(sl_smeta_entry(&fs->smeta, ino, &k));
+		int src = rc ? rc : fs_errno(sl_smeta_entry(SMETA(fs), ino, &k));
 		if (rc == 0 && src == 0)
 			rc = snap_add(d, SL_SMETA_NAME, &k);
 		else if (rc == 0 && src != ENOENT)
@@ -1191,7 +1397,8 @@ int sl_fs_main(const struct sl_fs_args *args)
 {
 	struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lc;
-	struct fs fs = {.args = args};
+	struct fs fs = {.args = args, .reload_fd = {-1, -1}};
+	struct sigaction hup = {.sa_handler = on_sighup, .sa_flags = SA_RESTART}, old_hup;
 	int rc = 1;
 
 	/* under systemd the journal keeps info lines too, as syslog does */
@@ -1211,12 +1418,24 @@ int sl_fs_main(const struct sl_fs_args *args)
 		sl_log(SL_LOG_ERR, "out of memory");
 		return 1;
 	}
+	pthread_mutex_init(&fs.cfg_mu, NULL);
 	fs.se = fuse_session_new(&fa, &fs_ops, sizeof(fs_ops), &fs);
 	if (!fs.se) {
 		rc = 2; /* libfuse said why: an unknown or invalid option */
 		goto free_args;
 	}
-	if (fuse_set_signal_handlers(fs.se)) {
+	/*
+	 * SIGHUP reloads sluice.json: ours before libfuse's, which would unmount
+	 * and which leaves a signal alone when it has a handler already
+	 */
+	if (pipe2(fs.reload_fd, O_CLOEXEC)) {
+		sl_log(SL_LOG_ERR, "cannot make a pipe: %s", strerror(errno));
+		goto destroy;
+	}
+	(void)fcntl(fs.reload_fd[1], F_SETFL, O_NONBLOCK);
+	reload_signal_fd = fs.reload_fd[1];
+	sigemptyset(&hup.sa_mask);
+	if (sigaction(SIGHUP, &hup, &old_hup) || fuse_set_signal_handlers(fs.se)) {
 		sl_log(SL_LOG_ERR, "cannot install signal handlers");
 		goto destroy;
 	}
@@ -1255,11 +1474,18 @@ unmount:
 	fuse_session_unmount(fs.se);
 remove_handlers:
 	fuse_remove_signal_handlers(fs.se);
+	sigaction(SIGHUP, &old_hup, NULL);
 destroy:
 	fuse_session_destroy(fs.se);
+	reload_signal_fd = -1;
+	if (fs.reload_fd[0] >= 0) {
+		close(fs.reload_fd[0]);
+		close(fs.reload_fd[1]);
+	}
 	sl_notify_close(fs.notify); /* when no INIT came, fs_destroy did not run */
 free_args:
 	fuse_opt_free_args(&fa);
 	free(fsname);
+	pthread_mutex_destroy(&fs.cfg_mu);
 	return rc;
 }

@@ -40,6 +40,7 @@ struct sl_notify {
 	const char *mountpoint;    /* borrowed from the mount's args */
 	struct sl_engine *e;       /* borrowed until close */
 	uint64_t watchdog_us;      /* WATCHDOG_USEC for this process; 0: none */
+	bool ready;                /* guarded by mu: READY=1 was sent */
 };
 
 #if SL_HAVE_SYSTEMD
@@ -156,7 +157,10 @@ static void *notify_main(void *arg)
 	(void)pthread_setname_np(pthread_self(), "sl-notify");
 	if (!wait_mounted(n) || !wait_started(n, &total))
 		return NULL;
+	pthread_mutex_lock(&n->mu);
 	send_fmt("READY=1\nSTATUS=mounted, %zu queries started", total);
+	n->ready = true;
+	pthread_mutex_unlock(&n->mu);
 	if (!n->watchdog_us)
 		return NULL;
 	/* half the interval, as sd_watchdog_enabled(3) advises */
@@ -202,6 +206,31 @@ int sl_notify_start(struct sl_notify *n, const char *mountpoint, struct sl_engin
 	rc = pthread_create(&n->thread, NULL, notify_main, n);
 	n->running = rc == 0;
 	return rc;
+}
+
+void sl_notify_reloading(struct sl_notify *n)
+{
+	struct timespec ts;
+
+	if (!n)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	pthread_mutex_lock(&n->mu);
+	if (n->ready) /* a reload before READY=1 is part of the start */
+		send_fmt("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading sluice.json",
+			 (unsigned long long)ts.tv_sec * 1000000ull +
+				 (unsigned long long)ts.tv_nsec / 1000);
+	pthread_mutex_unlock(&n->mu);
+}
+
+void sl_notify_reloaded(struct sl_notify *n, const char *status)
+{
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->mu);
+	if (n->ready)
+		send_fmt("READY=1\nSTATUS=%s", status);
+	pthread_mutex_unlock(&n->mu);
 }
 
 void sl_notify_stopping(struct sl_notify *n)

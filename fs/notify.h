@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * systemd's service protocol for the mount (sd_notify(3), Type=notify):
+ * systemd's service protocol for the mount (sd_notify(3), Type=notify-reload):
  * READY=1 once the mount answers and every query has started, WATCHDOG=1
- * while the engine answers a probe, STOPPING=1 when the unmount begins.
+ * while the engine answers a probe, RELOADING=1 ... READY=1 around a reload
+ * of sluice.json, STOPPING=1 when the unmount begins.
  * Without NOTIFY_SOCKET in the environment nothing is sent and no thread
  * runs; built without libsystemd (-Dsystemd=disabled) every call is a no-op.
  */
@@ -30,6 +31,15 @@ int sl_notify_open(struct sl_notify **out);
  * sl_notify_close(). 0 or an errno (n NULL: 0). Call once.
  */
 int sl_notify_start(struct sl_notify *n, const char *mountpoint, struct sl_engine *e);
+
+/*
+ * A reload of sluice.json (Type=notify-reload): RELOADING=1 with
+ * MONOTONIC_USEC when it begins, READY=1 with a STATUS= line (status,
+ * borrowed for the call) when it ended, taken or refused. Nothing is sent
+ * before the first READY=1: a reload then is part of the start. NULL ok.
+ */
+void sl_notify_reloading(struct sl_notify *n);
+void sl_notify_reloaded(struct sl_notify *n, const char *status);
 
 /* Sends STOPPING=1: the unmount has begun. NULL ok. */
 void sl_notify_stopping(struct sl_notify *n);

@@ -41,6 +41,8 @@ static void usage(FILE *f)
 		"Mounts DATA_DIR at MOUNTPOINT: in/ is the landing tree (a file lands when it\n"
 		"is closed at its final name, durably, and is immutable from then on), and\n"
 		"status/landing.json counts landings. Unmount with 'fusermount3 -u MOUNTPOINT'.\n"
+		"SIGHUP re-reads sluice.json without an unmount (a refused change keeps the\n"
+		"old config running: see 'sluice status').\n"
 		"\n"
 		"  -f, --foreground  stay in the foreground (log to stderr)\n"
 		"  -d            trace FUSE requests (implies -f)\n"

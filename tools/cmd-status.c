@@ -20,6 +20,7 @@
 #include "land.h"
 #include "metrics.h"
 #include "qindex.h"
+#include "reload.h"
 #include "timestamp.h"
 #include "sluice.h"
 
@@ -34,7 +35,9 @@ static void usage(FILE *f)
 		   "backlog=<files>/<bytes> watermark=<ISO or -> error=<lastError or ->'; a\n"
 		   "source that reads no files shows its backlog in its own unit, e.g.\n"
 		   "backlog=2:batches (query), backlog=5:lines/300:bytes (socket: spooled,\n"
-		   "not committed) or backlog=-, unknown (process).\n"
+		   "not committed) or backlog=-, unknown (process). After the landing line,\n"
+		   "'config reload refused: <error>' when the mount refused its last SIGHUP\n"
+		   "reload of sluice.json and runs the old config.\n"
 		   "\n"
 		   "  --json        one JSON object instead: landing counters, and per query\n"
 		   "                source, sink, guarantee, batch, rows, backlog, watermark,\n"
@@ -96,6 +99,7 @@ struct snap {
 	struct qsnap *qs;
 	size_t n;
 	int64_t at_ms; /* wall clock when taken */
+	char refused[512]; /* the mount's last reload, refused: its error; "" */
 };
 
 static int qsnap_read(struct sl_txn *t, const struct sl_query_config *q, struct qsnap *out)
@@ -132,6 +136,10 @@ static int snap_read(struct snap *s, struct sl_txn *t, const struct sl_config *c
 	sl_land_shared_in_flight(datadir, &s->c.in_flight);
 	if (t)
 		rc = sl_land_counters_read(t, &s->c);
+	struct sl_reload_state reload;
+	s->refused[0] = 0;
+	if (sl_reload_read(datadir, &reload) == 0)
+		memcpy(s->refused, reload.refused, sizeof(s->refused));
 	s->n = sl_config_nqueries(cfg);
 	for (size_t k = 0; rc == 0 && k < s->n; k++)
 		rc = qsnap_read(t, sl_config_query(cfg, k), &s->qs[k]);
@@ -174,6 +182,8 @@ static void print_plain(const struct snap *s)
 	printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64,
 	       s->c.files_landed, s->c.bytes_landed, s->c.in_flight);
 	print_refused(&s->c);
+	if (s->refused[0])
+		printf("config reload refused: %s\n", s->refused);
 	for (size_t k = 0; k < s->n; k++)
 		print_query(&s->qs[k]);
 }
@@ -216,7 +226,12 @@ static void print_json(const struct snap *s)
 		printf("\":%" PRIu64, s->c.refused[e]);
 		first = false;
 	}
-	printf("}},\"queries\":[");
+	printf("}}");
+	if (s->refused[0]) {
+		printf(",\"configReloadRefused\":");
+		json_str(s->refused);
+	}
+	printf(",\"queries\":[");
 	for (size_t k = 0; k < s->n; k++) {
 		const struct qsnap *x = &s->qs[k];
 		printf("%s{\"name\":", k ? "," : "");
@@ -270,6 +285,7 @@ static int print_metrics(struct sl_txn *t, const struct sl_config *cfg, const ch
 			 const struct sl_land_counters *c)
 {
 	struct sl_land_latency lat;
+	struct sl_reload_state reload;
 	struct timespec now;
 	char *text;
 	size_t len;
@@ -280,6 +296,9 @@ static int print_metrics(struct sl_txn *t, const struct sl_config *cfg, const ch
 	clock_gettime(CLOCK_REALTIME, &now);
 	struct sl_metrics_input in = {.cfg = cfg, .landing = c, .latency = &lat,
 				      .now_ms = now.tv_sec * 1000ll + now.tv_nsec / 1000000};
+	/* as the mount last showed it; never mounted since reloads exist: left out */
+	if (sl_reload_read(datadir, &reload) == 0)
+		in.reload = &reload;
 	if ((rc = sl_metrics_render(t, &in, &text, &len)))
 		return rc;
 	fwrite(text, 1, len, stdout);
@@ -374,6 +393,8 @@ static void print_watch(const struct snap *s, struct drain *dr, const char *data
 	printf("landing files=%" PRIu64 " bytes=%" PRIu64 " in_flight=%" PRIu64,
 	       s->c.files_landed, s->c.bytes_landed, s->c.in_flight);
 	print_refused(&s->c);
+	if (s->refused[0])
+		printf("config reload refused: %s\n", s->refused);
 	for (size_t k = 0; k < s->n; k++) {
 		drain_update(&dr[k], &s->qs[k], s->at_ms);
 		print_query(&s->qs[k]);
@@ -553,6 +574,15 @@ int cmd_status(int argc, char **argv)
 		return SL_EXIT_FAILURE;
 	}
 	rc = sl_config_load(o.datadir, &cfg, err, sizeof(err));
+	struct sl_reload_state reload;
+	if (rc == SL_ECONFIG && sl_reload_read(o.datadir, &reload) == 0 && reload.refused[0]) {
+		/*
+		 * A mount refused this sluice.json and runs its old config: show
+		 * the landing and the refusal (the queries' lines need a config)
+		 */
+		die_msg("status", "invalid config: %s", err);
+		rc = sl_config_new(&cfg);
+	}
 	if (rc) {
 		die_msg("status", "invalid config: %s", rc == SL_ECONFIG ? err : sl_strerror(rc));
 		sl_datadir_close(d);

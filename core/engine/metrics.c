@@ -36,6 +36,7 @@
 #include "err.h"
 #include "land.h"
 #include "metrics.h"
+#include "reload.h"
 #include "qindex.h"
 #include "qlog.h"
 #include "strbuf.h"
@@ -371,6 +372,20 @@ static void render_landing(struct sl_strbuf *b, const struct sl_land_counters *c
 	histogram(b, "sluice_landing_commit_seconds", NULL, &h);
 }
 
+/* The last config load, named as Prometheus names its own. */
+static void render_reload(struct sl_strbuf *b, const struct sl_reload_state *r)
+{
+	family(b, "sluice_config_last_reload_successful", "gauge",
+	       "Whether the last load of sluice.json (mount or SIGHUP) took effect; 0: it "
+	       "was refused and the previous config runs.");
+	sample_u64(b, "sluice_config_last_reload_successful", NULL, r->refused[0] ? 0 : 1);
+	family(b, "sluice_config_last_reload_success_timestamp_seconds", "gauge",
+	       "When sluice.json last loaded and took effect (Unix time).");
+	head(b, "sluice_config_last_reload_success_timestamp_seconds", "", NULL);
+	add_scaled(b, r->ok_ms, 3);
+	sl_strbuf_addc(b, '\n');
+}
+
 /* A per-query family of one u64 field of struct qfig, or of its figures. */
 struct qfamily {
 	const char *name, *type, *help;
@@ -488,6 +503,8 @@ int sl_metrics_render(struct sl_txn *t, const struct sl_metrics_input *in, char 
 		rc = read_query(t, sl_config_query(in->cfg, k), in->now_ms, &v[k]);
 	if (rc == 0) {
 		render_landing(&b, in->landing, in->latency);
+		if (in->reload)
+			render_reload(&b, in->reload);
 		render_queries(&b, v, n);
 		sl_strbuf_addc(&b, 0);
 		rc = b.oom ? ENOMEM : 0;

@@ -42,11 +42,14 @@ int sl_metrics_add_batch(struct sl_txn *t, uint32_t qid, const struct sl_metrics
 int sl_metrics_set_error(struct sl_txn *t, uint32_t qid, int rc);
 
 /* What the metrics are rendered from, besides the catalog. */
+struct sl_reload_state;
+
 struct sl_metrics_input {
 	const struct sl_config *cfg;             /* the queries shown, in its order */
 	const struct sl_land_counters *landing;  /* committed counters, live in_flight */
 	const struct sl_land_latency *latency;   /* landing commit latencies */
 	int64_t now_ms;                          /* wall clock, for ages and lags */
+	const struct sl_reload_state *reload;    /* the last config load; NULL: not shown */
 };
 
 /*

@@ -236,38 +236,84 @@ void sl_engine_wake(void *ctx)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* Starts one thread per query of cfg; e->threads is empty, e->stop false. */
+static int start_threads(struct sl_engine *e, const struct sl_config *cfg)
+{
+	size_t n = sl_config_nqueries(cfg);
+	struct qthread *threads = calloc(n ? n : 1, sizeof(*threads));
+	int rc = 0;
+
+	if (!threads)
+		return ENOMEM;
+	pthread_mutex_lock(&e->mu);
+	e->threads = threads;
+	e->n = n;
+	e->nstarted = 0;
+	pthread_mutex_unlock(&e->mu);
+	for (size_t k = 0; k < n && rc == 0; k++) {
+		threads[k].e = e;
+		threads[k].q = sl_config_query(cfg, k);
+		rc = pthread_create(&threads[k].thread, NULL, query_main, &threads[k]);
+		threads[k].started = rc == 0;
+	}
+	return rc;
+}
+
+/* Stops and joins the query threads; e stays, with no query. */
+static void stop_threads(struct sl_engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	e->stop = true;
+	pthread_cond_broadcast(&e->cv);
+	pthread_cond_broadcast(&e->started_cv);
+	pthread_mutex_unlock(&e->mu);
+	for (size_t k = 0; k < e->n; k++)
+		if (e->threads[k].started)
+			pthread_join(e->threads[k].thread, NULL);
+	pthread_mutex_lock(&e->mu);
+	free(e->threads);
+	e->threads = NULL;
+	e->n = e->nstarted = 0;
+	pthread_mutex_unlock(&e->mu);
+}
+
 int sl_engine_start(struct sl_land *l, const struct sl_config *cfg, struct sl_engine **out)
 {
 	struct sl_engine *e = calloc(1, sizeof(*e));
-	int rc = 0;
+	int rc;
 
 	if (!e)
 		return ENOMEM;
 	e->l = l;
-	e->n = sl_config_nqueries(cfg);
-	e->threads = calloc(e->n ? e->n : 1, sizeof(*e->threads));
-	if (!e->threads) {
-		free(e);
-		return ENOMEM;
-	}
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_cond_init(&e->cv, &ca);
 	pthread_cond_init(&e->started_cv, &ca);
 	pthread_condattr_destroy(&ca);
-	for (size_t k = 0; k < e->n && rc == 0; k++) {
-		e->threads[k].e = e;
-		e->threads[k].q = sl_config_query(cfg, k);
-		rc = pthread_create(&e->threads[k].thread, NULL, query_main, &e->threads[k]);
-		e->threads[k].started = rc == 0;
-	}
-	if (rc) {
+	if ((rc = start_threads(e, cfg))) {
 		sl_engine_stop(e);
 		return rc;
 	}
 	*out = e;
 	return 0;
+}
+
+void sl_engine_halt(struct sl_engine *e)
+{
+	stop_threads(e);
+}
+
+int sl_engine_resume(struct sl_engine *e, const struct sl_config *cfg)
+{
+	int rc;
+
+	pthread_mutex_lock(&e->mu);
+	e->stop = false;
+	pthread_mutex_unlock(&e->mu);
+	if ((rc = start_threads(e, cfg)))
+		stop_threads(e); /* all or nothing: the caller says why */
+	return rc;
 }
 
 size_t sl_engine_started(struct sl_engine *e, int64_t wait_us, size_t *total)
@@ -282,8 +328,8 @@ size_t sl_engine_started(struct sl_engine *e, int64_t wait_us, size_t *total)
 		if (pthread_cond_timedwait(&e->started_cv, &e->mu, &ts) == ETIMEDOUT)
 			break;
 	n = e->nstarted;
-	pthread_mutex_unlock(&e->mu);
 	*total = e->n;
+	pthread_mutex_unlock(&e->mu);
 	return n;
 }
 
@@ -306,17 +352,9 @@ void sl_engine_stop(struct sl_engine *e)
 {
 	if (!e)
 		return;
-	pthread_mutex_lock(&e->mu);
-	e->stop = true;
-	pthread_cond_broadcast(&e->cv);
-	pthread_cond_broadcast(&e->started_cv);
-	pthread_mutex_unlock(&e->mu);
-	for (size_t k = 0; k < e->n; k++)
-		if (e->threads[k].started)
-			pthread_join(e->threads[k].thread, NULL);
+	stop_threads(e);
 	pthread_cond_destroy(&e->started_cv);
 	pthread_cond_destroy(&e->cv);
 	pthread_mutex_destroy(&e->mu);
-	free(e->threads);
 	free(e);
 }

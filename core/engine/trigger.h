@@ -21,6 +21,16 @@ struct sl_engine;
 int sl_engine_start(struct sl_land *l, const struct sl_config *cfg, struct sl_engine **out);
 /* Stops the threads after their current batch, and frees e. NULL ok. */
 void sl_engine_stop(struct sl_engine *e);
+/*
+ * A reload: halt stops the query threads as sl_engine_stop() does (a batch
+ * in progress is abandoned and replays), keeping e; resume starts one
+ * thread per query of cfg (borrowed until the next halt or stop). Landings
+ * meanwhile are not lost: a query's first run plans its whole backlog.
+ * resume: 0, or an error with no query running. The caller serializes
+ * them; other calls on e stay valid throughout.
+ */
+void sl_engine_halt(struct sl_engine *e);
+int sl_engine_resume(struct sl_engine *e, const struct sl_config *cfg);
 /* Wakes every event-driven query: a file landed. ctx is the engine. */
 void sl_engine_wake(void *ctx);
 

@@ -89,6 +89,14 @@ const char *sl_land_datadir(const struct sl_land *l);
 int sl_land_start(struct sl_land *l);
 /* Calls fn(ctx) after each landing (any thread). Set before serving. */
 void sl_land_set_wakeup(struct sl_land *l, void (*fn)(void *ctx), void *ctx);
+/*
+ * A reload of the mount's config: landings index with cfg's queries from
+ * the commit of this call's write on (see sl_qindex_reload: new queries
+ * index the landed files, removed ones stop holding files). 0, or the
+ * write's error with nothing changed. cfg is borrowed until close, as is
+ * the config given at open. Any thread, one reload at a time.
+ */
+int sl_land_reload(struct sl_land *l, const struct sl_config *cfg);
 /* Drops in-flight files, lands recorded ones, closes. NULL ok. */
 void sl_land_close(struct sl_land *l);
 

@@ -150,13 +150,18 @@ unlock:
 	return rc;
 }
 
+struct unlink_landed {
+	struct sl_land *l;
+	uint64_t id;
+};
+
 /* A landed file goes only once no query still needs it (EBUSY). */
 static int unlink_landed_apply(struct sl_txn *t, void *arg)
 {
-	uint64_t id = *(uint64_t *)arg;
-	if (sl_qindex_held(t, id))
+	struct unlink_landed *u = arg;
+	if (sl_qindex_held(u->l->sources, t, u->id))
 		return EBUSY;
-	return land_cancel(t, id);
+	return land_cancel(t, u->id);
 }
 
 int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
@@ -189,7 +194,8 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 		 */
 		if (recorded || landing) {
 			id = n->id;
-			rc = sl_catalog_write_freeing(l->cat, unlink_landed_apply, &id);
+			struct unlink_landed u = {l, id};
+			rc = sl_catalog_write_freeing(l->cat, unlink_landed_apply, &u);
 			if (rc == EBUSY)
 				land_refuse(l, rc);
 		}
@@ -227,7 +233,8 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 		rc = EISDIR;
 		goto unlock;
 	}
-	rc = sl_catalog_write_freeing(l->cat, unlink_landed_apply, &id);
+	struct unlink_landed u = {l, id};
+	rc = sl_catalog_write_freeing(l->cat, unlink_landed_apply, &u);
 	if (rc == EBUSY)
 		land_refuse(l, rc);
 	if (rc == 0 && i.storage == SL_STORE_BLOB)

@@ -296,6 +296,11 @@ free_l:
 	return rc;
 }
 
+int sl_land_reload(struct sl_land *l, const struct sl_config *cfg)
+{
+	return sl_qindex_reload(l->sources, l->cat, cfg);
+}
+
 /*
  * Counts (once) and logs the temp-named files released longer than
  * abandon_ns ago and never renamed: the upload that never finished.

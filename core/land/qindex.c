@@ -2,6 +2,7 @@
 /* The file source: matching landed files to a query's path. */
 #include <errno.h>
 #include <fnmatch.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,9 +63,25 @@ struct query {
 	uint32_t qid;
 };
 
-struct sl_qindex {
+/*
+ * The queries of one config. A reload adds a set; the catalog's meta
+ * "qgen" names the set its landings index with, so that a landing apply,
+ * which may run more than once, depends only on its transaction: one
+ * committed before the reload's write uses the old set, one after it the
+ * new one (DESIGN "Changes between starts", reload).
+ */
+struct qset {
 	struct query *q;
 	size_t n;
+	uint64_t gen;      /* the qgen its write set; guarded by sl_qindex.mu */
+	bool assigned;     /* gen is set (its write ran); guarded by mu */
+	bool dead;         /* its write failed: never used (mu) */
+	struct qset *next; /* the set before it */
+};
+
+struct sl_qindex {
+	pthread_mutex_t mu;
+	struct qset *sets; /* newest first; the last is the one opened; freed at free */
 };
 
 /* The in/-relative path of landed file i; ENOENT when it is not under in/. */
@@ -123,21 +140,52 @@ static int index_file(struct sl_txn *t, uint32_t qid, const struct sl_inode *i)
 	return sl_txn_meta_add(t, key, (int64_t)i->size);
 }
 
+/*
+ * The set that transaction t indexes with: the one whose write set the
+ * qgen t reads; before any (a catalog older than reloads), the opened one.
+ */
+static int current(struct sl_qindex *s, struct sl_txn *t, const struct qset **out)
+{
+	uint64_t gen;
+	int rc = sl_txn_meta_get(t, "qgen", &gen);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&s->mu);
+	const struct qset *q = s->sets, *found = NULL;
+	for (; q; q = q->next) {
+		if (!q->dead && q->assigned && q->gen == gen) {
+			found = q;
+			break;
+		}
+		if (!q->next)
+			found = q; /* the opened set */
+	}
+	pthread_mutex_unlock(&s->mu);
+	*out = found;
+	return 0;
+}
+
 int sl_qindex_landed(struct sl_qindex *s, struct sl_txn *t, const struct sl_inode *i)
 {
+	const struct qset *set;
 	char path[4096];
 	int rc;
 
-	if (!s || s->n == 0)
+	if (!s)
+		return 0;
+	if ((rc = current(s, t, &set)))
+		return rc;
+	if (set->n == 0)
 		return 0;
 	rc = sl_qindex_relpath(t, i, path, sizeof(path));
 	if (rc == ENOENT)
 		return 0; /* archive/ is read by no query */
 	if (rc)
 		return rc;
-	for (size_t k = 0; k < s->n; k++)
-		if (sl_qindex_match(&s->q[k].cfg->source.path, path) &&
-		    (rc = index_file(t, s->q[k].qid, i)))
+	for (size_t k = 0; k < set->n; k++)
+		if (sl_qindex_match(&set->q[k].cfg->source.path, path) &&
+		    (rc = index_file(t, set->q[k].qid, i)))
 			return rc;
 	return 0;
 }
@@ -290,17 +338,38 @@ int sl_qindex_forget(struct sl_txn *t, const struct sl_inode *i)
 	return 0;
 }
 
+/* Stops the walk (1) at a hold of a configured query; ctx is the set. */
+static int configured_holder(void *ctx, const void *key, size_t klen, const void *val,
+			     size_t vlen)
+{
+	const struct qset *set = ctx;
+	(void)val, (void)vlen;
+	if (klen != 12)
+		return SL_ECORRUPT;
+	uint32_t qid = get_be32((const unsigned char *)key + 8);
+	for (size_t k = 0; k < set->n; k++)
+		if (set->q[k].qid == qid)
+			return 1;
+	return 0;
+}
+
 static int any_entry(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
 {
 	(void)ctx, (void)key, (void)klen, (void)val, (void)vlen;
 	return 1;
 }
 
-bool sl_qindex_held(struct sl_txn *t, uint64_t id)
+bool sl_qindex_held(struct sl_qindex *s, struct sl_txn *t, uint64_t id)
 {
+	const struct qset *set;
 	unsigned char hk[8];
+
 	put_be64(hk, id);
-	return sl_txn_each(t, SL_TABLE_QHOLD, hk, 8, any_entry, NULL) == 1;
+	if (!s)
+		return sl_txn_each(t, SL_TABLE_QHOLD, hk, 8, any_entry, NULL) == 1;
+	if (current(s, t, &set))
+		return true; /* unreadable: keep the file */
+	return sl_txn_each(t, SL_TABLE_QHOLD, hk, 8, configured_holder, (void *)set) != 0;
 }
 
 int sl_qindex_qid(struct sl_txn *t, const char *name, uint32_t *qid)
@@ -364,6 +433,7 @@ int sl_qindex_oldest(struct sl_txn *t, uint32_t qid, int64_t *landed_ns)
 struct build {
 	struct sl_txn *t;
 	const struct query *q;
+	uint64_t from; /* index files landed at this seq and later */
 };
 
 static int build_one(void *ctx, uint64_t seq, uint64_t id)
@@ -373,7 +443,8 @@ static int build_one(void *ctx, uint64_t seq, uint64_t id)
 	char path[4096];
 	int rc;
 
-	(void)seq;
+	if (seq < b->from)
+		return 0;
 	if ((rc = sl_txn_inode_get(b->t, id, &i)))
 		return rc == SL_NOTFOUND ? 0 : rc;
 	rc = sl_qindex_relpath(b->t, &i, path, sizeof(path));
@@ -386,18 +457,101 @@ static int build_one(void *ctx, uint64_t seq, uint64_t id)
 	return index_file(b->t, b->q->qid, &i);
 }
 
-/* Gives each query its id; a new query indexes every landed file at once. */
-static int assign_apply(struct sl_txn *t, void *arg)
+/*
+ * Gives each query its id; a new query indexes every landed file at once.
+ * The write names its set in meta "qgen" (see struct qset).
+ */
+/*
+ * A query the config leaves out stops holding files, and landings skip it:
+ * meta "q.<qid>.gone" keeps the first seq it missed (plus 1, 0 meaning
+ * present), so that when it comes back by name, catch_up() indexes what
+ * landed meanwhile (its checkpoint goes on where it stopped).
+ */
+struct known {
+	uint32_t *qids;
+	size_t n, cap;
+	int rc;
+};
+
+static int collect_qid(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
 {
-	struct sl_qindex *s = arg;
+	struct known *k = ctx;
+	(void)key, (void)klen;
+	if (vlen != 4)
+		return SL_ECORRUPT;
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? 2 * k->cap : 16;
+		uint32_t *v = realloc(k->qids, cap * sizeof(*v));
+		if (!v)
+			return ENOMEM;
+		k->qids = v;
+		k->cap = cap;
+	}
+	k->qids[k->n++] = get_be32(val);
+	return 0;
+}
+
+static int mark_gone(struct sl_txn *t, const struct qset *set)
+{
+	struct known k = {0};
+	uint64_t seq, gone;
+	char key[48];
 	int rc;
 
-	for (size_t k = 0; k < s->n; k++) {
-		struct query *q = &s->q[k];
+	if ((rc = sl_txn_meta_get(t, "seq", &seq)))
+		return rc;
+	rc = sl_txn_each(t, SL_TABLE_QUERIES, "", 0, collect_qid, &k);
+	for (size_t i = 0; rc == 0 && i < k.n; i++) {
+		bool in = false;
+		for (size_t j = 0; !in && j < set->n; j++)
+			in = set->q[j].qid == k.qids[i];
+		if (in)
+			continue;
+		qkey(key, sizeof(key), k.qids[i], "gone");
+		if ((rc = sl_txn_meta_get(t, key, &gone)) == 0 && gone == 0)
+			rc = sl_txn_meta_put(t, key, seq + 2); /* seq + 1 is the next landing */
+	}
+	free(k.qids);
+	return rc;
+}
+
+/* A query back in the config: index the files landed while it was gone. */
+static int catch_up(struct sl_txn *t, const struct query *q)
+{
+	uint64_t gone;
+	char key[48];
+	int rc;
+
+	qkey(key, sizeof(key), q->qid, "gone");
+	if ((rc = sl_txn_meta_get(t, key, &gone)) || gone == 0)
+		return rc;
+	struct build b = {.t = t, .q = q, .from = gone - 1};
+	if ((rc = sl_txn_landed_each(t, build_one, &b)))
+		return rc;
+	return sl_txn_meta_put(t, key, 0);
+}
+
+struct assign {
+	struct sl_qindex *s;
+	struct qset *set; /* the set this write is for */
+};
+
+static int assign_apply(struct sl_txn *t, void *arg)
+{
+	struct sl_qindex *s = ((struct assign *)arg)->s;
+	struct qset *set = ((struct assign *)arg)->set;
+	uint64_t gen;
+	int rc;
+
+	for (size_t k = 0; k < set->n; k++) {
+		struct query *q = &set->q[k];
 		const char *name = q->cfg->name;
 		rc = sl_qindex_qid(t, name, &q->qid);
-		if (rc == 0)
+		if (rc == 0) {
+			if ((rc = catch_up(t, q)))
+				return rc;
 			continue;
+		}
 		if (rc != SL_NOTFOUND)
 			return rc;
 		uint64_t next;
@@ -413,7 +567,33 @@ static int assign_apply(struct sl_txn *t, void *arg)
 		if ((rc = sl_txn_landed_each(t, build_one, &b)))
 			return rc;
 	}
+	if ((rc = mark_gone(t, set)))
+		return rc;
+	if ((rc = sl_txn_meta_get(t, "qgen", &gen)) || (rc = sl_txn_meta_put(t, "qgen", gen + 1)))
+		return rc;
+	/* the landings after this one in its commit read the new qgen: same thread */
+	pthread_mutex_lock(&s->mu);
+	set->gen = gen + 1;
+	set->assigned = true;
+	pthread_mutex_unlock(&s->mu);
 	return 0;
+}
+
+static struct qset *qset_new(const struct sl_config *cfg)
+{
+	struct qset *set = calloc(1, sizeof(*set));
+
+	if (!set)
+		return NULL;
+	set->n = cfg ? sl_config_nqueries(cfg) : 0;
+	set->q = calloc(set->n ? set->n : 1, sizeof(*set->q));
+	if (!set->q) {
+		free(set);
+		return NULL;
+	}
+	for (size_t k = 0; k < set->n; k++)
+		set->q[k].cfg = sl_config_query(cfg, k);
+	return set;
 }
 
 int sl_qindex_open(struct sl_catalog *cat, const struct sl_config *cfg, struct sl_qindex **out)
@@ -423,15 +603,13 @@ int sl_qindex_open(struct sl_catalog *cat, const struct sl_config *cfg, struct s
 
 	if (!s)
 		return ENOMEM;
-	s->n = cfg ? sl_config_nqueries(cfg) : 0;
-	s->q = calloc(s->n ? s->n : 1, sizeof(*s->q));
-	if (!s->q) {
-		free(s);
+	pthread_mutex_init(&s->mu, NULL);
+	if (!(s->sets = qset_new(cfg))) {
+		sl_qindex_free(s);
 		return ENOMEM;
 	}
-	for (size_t k = 0; k < s->n; k++)
-		s->q[k].cfg = sl_config_query(cfg, k);
-	rc = s->n ? sl_catalog_write(cat, assign_apply, s) : 0;
+	struct assign a = {s, s->sets};
+	rc = s->sets->n ? sl_catalog_write(cat, assign_apply, &a) : 0;
 	if (rc) {
 		sl_qindex_free(s);
 		return rc;
@@ -440,10 +618,39 @@ int sl_qindex_open(struct sl_catalog *cat, const struct sl_config *cfg, struct s
 	return 0;
 }
 
+int sl_qindex_reload(struct sl_qindex *s, struct sl_catalog *cat, const struct sl_config *cfg)
+{
+	struct qset *set = qset_new(cfg);
+	int rc;
+
+	if (!set)
+		return ENOMEM;
+	/* listed before the write: the landings of its commit look it up */
+	pthread_mutex_lock(&s->mu);
+	set->next = s->sets;
+	s->sets = set;
+	pthread_mutex_unlock(&s->mu);
+	struct assign a = {s, set};
+	rc = sl_catalog_write(cat, assign_apply, &a);
+	if (rc) {
+		/* kept until free: a lookup may still hold it; its gen is never read */
+		pthread_mutex_lock(&s->mu);
+		set->dead = true;
+		pthread_mutex_unlock(&s->mu);
+	}
+	return rc;
+}
+
 void sl_qindex_free(struct sl_qindex *s)
 {
 	if (!s)
 		return;
-	free(s->q);
+	while (s->sets) {
+		struct qset *next = s->sets->next;
+		free(s->sets->q);
+		free(s->sets);
+		s->sets = next;
+	}
+	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

@@ -45,18 +45,34 @@ struct sl_txn;
  *            "q.<qid>.skipage", "q.<qid>.skipseen": skips not yet reported;
  *            "q.<qid>.skippedage", "q.<qid>.skippedseen": all skips (metrics)
  *
+ *   meta     "qgen": the query set landings index with (bumped by each
+ *            open with queries and each reload)
+ *
  * cfg is borrowed until sl_qindex_free().
  */
 int sl_qindex_open(struct sl_catalog *cat, const struct sl_config *cfg,
 		    struct sl_qindex **out);
+/*
+ * A reload: from the commit of this call's write on, landings index with
+ * cfg's queries; a query new to the catalog gets its id and its index of
+ * every landed file in that same write, and a query cfg no longer names
+ * stops holding files (its index and holds stay, for when it comes back).
+ * 0, or the write's error: then nothing changed. cfg is borrowed until
+ * sl_qindex_free(), as is every config given before (a landing may still
+ * read one). One reload at a time; any thread.
+ */
+int sl_qindex_reload(struct sl_qindex *s, struct sl_catalog *cat, const struct sl_config *cfg);
 void sl_qindex_free(struct sl_qindex *s);
 
 /* In the txn that lands file i (state landed, seq set): index it. */
 int sl_qindex_landed(struct sl_qindex *s, struct sl_txn *t, const struct sl_inode *i);
 /* In the txn that removes landed file i: drop it from every index. */
 int sl_qindex_forget(struct sl_txn *t, const struct sl_inode *i);
-/* Whether some query still needs file id (an unlink answers EBUSY). */
-bool sl_qindex_held(struct sl_txn *t, uint64_t id);
+/*
+ * Whether a query of the current config still needs file id (an unlink
+ * answers EBUSY); a removed query's holds do not count. s NULL: any hold.
+ */
+bool sl_qindex_held(struct sl_qindex *s, struct sl_txn *t, uint64_t id);
 
 struct sl_backlog {
 	uint64_t files, bytes; /* landed, matched, not yet planned */

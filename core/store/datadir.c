@@ -23,9 +23,13 @@ struct sl_datadir {
 	int lock_fd;
 };
 
-/* exec/, process/: the commands' working folders (core/sinks/exec.c, core/sources/process.c) */
+/*
+ * exec/, process/: the commands' working folders (core/sinks/exec.c,
+ * core/sources/process.c); config-reload: the mount's last config load
+ * (core/config/reload.h), and its temp file a crash may leave
+ */
 static const char *const ours[] = {"catalog", "blobs", "sluice.json", "lock", "reserve", "exec",
-				   "process"};
+				   "process", "config-reload", "config-reload.tmp"};
 
 /*
  * Scans the folder: *fresh when it holds nothing of sluice's but perhaps

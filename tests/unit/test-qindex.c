@@ -4,6 +4,7 @@
  * the index and skip counters kept in the catalog.
  */
 #include <stdint.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "catalog.h"
@@ -120,7 +121,7 @@ static int land_apply(struct sl_txn *t, void *arg)
 	snprintf(f.name, sizeof(f.name), "%s", a->name);
 	if ((rc = sl_txn_inode_put(t, &d)) || (rc = sl_txn_dirent_put(t, SL_ID_IN, "dev", DEV_ID)) ||
 	    (rc = sl_txn_inode_put(t, &f)) || (rc = sl_txn_dirent_put(t, DEV_ID, f.name, f.id)) ||
-	    (rc = sl_txn_landed_put(t, a->seq, a->id)))
+	    (rc = sl_txn_landed_put(t, a->seq, a->id)) || (rc = sl_txn_meta_put(t, "seq", a->seq)))
 		return rc;
 	return sl_qindex_landed(a->src, t, &f);
 }
@@ -156,7 +157,7 @@ static int peek(struct sl_catalog *cat, uint32_t qid, struct sl_skips *out, uint
 	if (rc)
 		return rc;
 	rc = sl_qindex_skips(t, qid, false, out);
-	*held = sl_qindex_held(t, held_id);
+	*held = sl_qindex_held(NULL, t, held_id);
 	if (rc == 0)
 		rc = sl_qindex_backlog(t, "dev", bl);
 	sl_txn_end(t);
@@ -216,11 +217,99 @@ static void test_skips_counted_until_taken(void)
 	env_close(&e);
 }
 
+struct probe {
+	uint64_t id;             /* held? */
+	uint64_t seq;            /* waiting in the indexes of "dev" and "new"? */
+	bool held, dev_waits, new_waits;
+	struct sl_backlog dev;
+};
+
+static int probe(struct env *e, struct probe *p)
+{
+	struct sl_txn *t;
+	uint32_t nq;
+	int rc = sl_catalog_read(e->cat, &t);
+
+	if (rc)
+		return rc;
+	p->held = sl_qindex_held(e->src, t, p->id);
+	p->dev_waits = sl_qindex_waiting(t, e->qid, p->seq);
+	p->new_waits = sl_qindex_qid(t, "new", &nq) == 0 && sl_qindex_waiting(t, nq, p->seq);
+	rc = sl_qindex_backlog(t, "dev", &p->dev);
+	sl_txn_end(t);
+	return rc;
+}
+
+static struct sl_config *parse(const char *json)
+{
+	struct sl_config *c = NULL;
+	char err[256];
+	if (sl_config_parse(json, strlen(json), "test", &c, err, sizeof(err))) {
+		fprintf(stderr, "bad config: %s\n", err);
+		exit(1);
+	}
+	return c;
+}
+
+/*
+ * A reload (issue 16 item 7): a removed query stops holding its files and
+ * misses what lands while it is gone; back by name, it indexes what it
+ * missed, once; a new query indexes everything landed.
+ */
+static void test_reload(void)
+{
+	const char *dir = test_dir();
+	struct sl_config *other = parse("{\"queries\":{\"other\":{\"source\":{\"format\":"
+					"\"text\",\"path\":\"elsewhere\"}}}}");
+	struct sl_config *both = parse("{\"queries\":{\"dev\":{\"source\":{\"format\":"
+				       "\"text\",\"path\":\"dev\"}},\"new\":{\"source\":{"
+				       "\"format\":\"text\",\"path\":\"dev\"}}}}");
+	struct env e;
+	struct probe p;
+
+	CHECK_OK(env_open(&e, dir));
+	struct landing a = {.src = e.src, .name = "a", .id = 6001, .seq = 1, .size = 10};
+	CHECK_OK(sl_catalog_write(e.cat, land_apply, &a));
+	p = (struct probe){.id = 6001, .seq = 1};
+	CHECK_OK(probe(&e, &p));
+	CHECK(p.held && p.dev_waits);
+
+	CHECK_OK(sl_qindex_reload(e.src, e.cat, other));
+	p = (struct probe){.id = 6001, .seq = 1};
+	CHECK_OK(probe(&e, &p));
+	CHECK(!p.held);     /* dev is gone: its hold does not count */
+	CHECK(p.dev_waits); /* but its index stays, for when it comes back */
+	struct landing b = {.src = e.src, .name = "b", .id = 6002, .seq = 2, .size = 20};
+	CHECK_OK(sl_catalog_write(e.cat, land_apply, &b));
+	p = (struct probe){.id = 6002, .seq = 2};
+	CHECK_OK(probe(&e, &p));
+	CHECK(!p.held && !p.dev_waits);
+
+	CHECK_OK(sl_qindex_reload(e.src, e.cat, both));
+	p = (struct probe){.id = 6002, .seq = 2};
+	CHECK_OK(probe(&e, &p));
+	CHECK(p.held && p.dev_waits && p.new_waits); /* caught up; new indexed it */
+	CHECK(p.dev.files == 2 && p.dev.bytes == 30); /* a once, b once */
+	p = (struct probe){.id = 6001, .seq = 1};
+	CHECK_OK(probe(&e, &p));
+	CHECK(p.held && p.new_waits);
+	struct landing c = {.src = e.src, .name = "c", .id = 6003, .seq = 3, .size = 5};
+	CHECK_OK(sl_catalog_write(e.cat, land_apply, &c));
+	p = (struct probe){.id = 6003, .seq = 3};
+	CHECK_OK(probe(&e, &p));
+	CHECK(p.dev_waits && p.new_waits && p.dev.files == 3);
+
+	env_close(&e); /* frees every set; the configs are ours */
+	sl_config_free(other);
+	sl_config_free(both);
+}
+
 int main(void)
 {
 	test(test_design_examples);
 	test(test_ignored_names);
 	test(test_globs);
 	test(test_skips_counted_until_taken);
+	test(test_reload);
 	return test_exit();
 }
