@@ -120,8 +120,8 @@ int sl_retain(struct sl_txn *t, const struct sl_retain *r)
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		bool by_count = q->retention_batches &&
-				v[i].batch + (uint64_t)q->retention_batches <= batch;
+		bool by_count =
+		    q->retention_batches && v[i].batch + (uint64_t)q->retention_batches <= batch;
 		bool by_age = q->retention_age_us && v[i].mtime_ns < too_old;
 		struct sl_inode f;
 		if (!by_count && !by_age)

@@ -19,14 +19,13 @@ struct sl_txn;
 
 struct sl_retain {
 	const struct sl_query_config *q; /* its retention and downstreams */
-	uint32_t qid;                    /* the query's checkpoint id */
-	uint64_t outdir;                 /* out/<query> */
-	uint64_t batch;                  /* the newest batch: its parts never go */
-	int64_t now;                     /* CLOCK_REALTIME ns: the age's reference, and the
+	uint32_t qid;			 /* the query's checkpoint id */
+	uint64_t outdir;		 /* out/<query> */
+	uint64_t batch;			 /* the newest batch: its parts never go */
+	int64_t now;			 /* CLOCK_REALTIME ns: the age's reference, and the
 					    mtime of the folders that change */
 	/* called for each entry removed (a part, or a folder); non-zero stops */
-	int (*gone)(void *ctx, uint64_t parent, uint64_t id, const char *name, bool dir,
-		    bool blob);
+	int (*gone)(void *ctx, uint64_t parent, uint64_t id, const char *name, bool dir, bool blob);
 	void *ctx;
 };
 
