@@ -377,3 +377,41 @@ def test_complete_mode_is_refused(tmp_path):
     p = util.sluice("run", "--available-now", data)
     assert p.returncode == 4
     assert "queries.q.sink.retention: not with outputMode complete" in p.stderr, p.stderr
+
+
+def test_a_live_pipeline_loses_no_row(mounts, tmp_path):
+    """In a mount the downstream runs as the upstream commits; with the
+    upstream keeping one batch, every row still reaches the downstream once
+    (the parts it has not committed are held), and the upstream ends with
+    its last batch."""
+    data = str(tmp_path / "data")
+    write_config(data, {
+        "up": query("json", {"batches": 1}, partition=False),
+        "down": {"source": {"format": "query", "query": "up"}, "sink": {"format": "json"}}})
+    m = mounts.new(data=data)
+    src = os.path.join(m.mnt, "in", "ev")
+    os.makedirs(src, exist_ok=True)
+    n = 12
+    for i in range(n):
+        util.write_file(os.path.join(src, "f%02d.json" % i),
+                        "".join(json.dumps(r) + "\n" for r in rows(i, 50)).encode())
+
+    def down_ids():
+        out = []
+        for dirpath, _dirs, names in util.walk_out(os.path.join(m.mnt, "out", "down")):
+            for x in names:
+                with open(os.path.join(dirpath, x)) as f:
+                    out += [json.loads(line)["id"] for line in f]
+        return out
+
+    want = sorted("%d-%d" % (i, k) for i in range(n) for k in range(50))
+    util.wait_for(lambda: os.path.isdir(os.path.join(m.mnt, "out", "down")) and
+                  len(down_ids()) >= len(want), 60, "every row downstream")
+    assert sorted(down_ids()) == want
+    # the upstream's next commit or start lets the read batches go
+    m.unmount()
+    m = mounts.remount(m)
+    base = os.path.join(m.mnt, "out", "up")
+    util.wait_for(lambda: sorted(parts(base).values()) == [n - 1], 30, "up's last batch only")
+    m.unmount()
+    check_consistent(data)
