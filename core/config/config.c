@@ -766,6 +766,7 @@ static void query_release(struct sl_query_config *q)
 	free(q->aggs);
 	sl_config_schema_release(&q->out);
 	free(q->partition_by);
+	free(q->downstreams);
 	for (size_t i = 0; i < q->exec_argc; i++)
 		free(q->exec_argv[i]);
 	free(q->exec_argv);

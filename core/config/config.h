@@ -172,6 +172,15 @@ struct sl_query_config {
 	uint64_t row_group_bytes;	 /* sink.rowGroupSize (parquet); 0: the default, 64 MiB */
 	size_t *partition_by;		 /* sink.partitionBy as indexes into out.cols, in order */
 	size_t npartition_by;		 /* number of partition columns, < out.n */
+	/*
+	 * sink.retention (file sinks, append or update): the parts of a batch
+	 * leave out/ once either limit expires them. 0: that limit unset.
+	 */
+	int64_t retention_batches; /* retention.batches: keep the last N batches, >= 1 */
+	int64_t retention_age_us;  /* retention.age: keep parts committed this recently, > 0 */
+	char **downstreams;	   /* queries whose query source reads this one (their names,
+				      borrowed from the config); hold parts they have not read */
+	size_t ndownstreams;
 
 	enum sl_trigger_kind trigger; /* trigger kind */
 	int64_t trigger_interval_us;  /* processingTime in microseconds, >= 0; 0 otherwise */

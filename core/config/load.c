@@ -1051,11 +1051,46 @@ static int walk_sink_options(struct walk *w, json_t *sink, struct sl_query_confi
 	return read_nonneg(w, sink, "numRows", INT32_MAX - 1, &q->console_rows);
 }
 
+/*
+ * sink.retention: {"batches": N} and/or {"age": "<duration>"}, for the file
+ * sinks in append or update mode (a complete-mode snapshot is replaced
+ * whole anyway).
+ */
+static int walk_retention(struct walk *w, json_t *r, struct sl_query_config *q)
+{
+	static const char *const keys[] = {"batches", "age", NULL};
+	struct field fb = {"batches", K_POSINT, &q->retention_batches, INT64_MAX};
+	struct field fa = {"age", K_DURATION, &q->retention_age_us, 0};
+	bool found = false;
+	size_t old;
+	int rc;
+
+	if (q->sink_format == SL_SINK_CONSOLE || q->sink_format == SL_SINK_EXEC)
+		return wfail(w, "only for the file sinks (json, csv, parquet): the %s sink "
+				"keeps no parts",
+			     q->sink_format == SL_SINK_CONSOLE ? "console" : "exec");
+	if (q->output_mode == SL_OUTPUT_COMPLETE)
+		return wfail(w, "not with outputMode complete: each batch replaces the parts "
+				"already");
+	if ((rc = expect_object(w, r)) || (rc = check_keys(w, r, keys)))
+		return rc;
+	if (!json_object_get(r, "batches") && !json_object_get(r, "age"))
+		return wfail(w, "expected \"batches\" or \"age\" (or both)");
+	if ((rc = read_field(w, r, &fb, NULL)) || (rc = read_field(w, r, &fa, &found)))
+		return rc;
+	if (found && q->retention_age_us <= 0) {
+		old = push_key(w, "age");
+		rc = wfail(w, "expected a positive duration");
+		pop(w, old);
+	}
+	return rc;
+}
+
 static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 {
 	static const char *const keys[] = {"format",  "compression", "partitionBy", "rowGroupSize",
 					   "numRows", "truncate",    "command",	    "input",
-					   "timeout", NULL};
+					   "timeout", "retention", NULL};
 	static const char *const formats[] = {"json", "csv", "parquet", "console", "exec", NULL};
 	static const char *const codecs[] = {"none", "zstd", NULL};
 	json_t *pb, *e;
@@ -1088,6 +1123,11 @@ static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 			rc = wfail(w, "expected at least 4k");
 			pop(w, old);
 		}
+	}
+	if (!rc && json_object_get(sink, "retention")) {
+		old = push_key(w, "retention");
+		rc = walk_retention(w, json_object_get(sink, "retention"), q);
+		pop(w, old);
 	}
 	pb = json_object_get(sink, "partitionBy");
 	if (rc || !pb)
@@ -1225,6 +1265,27 @@ static int walk_query(struct walk *w, json_t *j, struct sl_query_config *q)
 	return rc;
 }
 
+/* Each query's downstreams: the queries whose query source names it. */
+static int find_downstreams(struct sl_config *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		const char *up = c->queries[i].source.upstream;
+		if (!up)
+			continue;
+		for (size_t k = 0; k < c->n; k++) {
+			struct sl_query_config *u = &c->queries[k];
+			if (strcmp(u->name, up))
+				continue;
+			char **v = realloc(u->downstreams, (u->ndownstreams + 1) * sizeof(*v));
+			if (!v)
+				return ENOMEM;
+			v[u->ndownstreams++] = c->queries[i].name;
+			u->downstreams = v;
+		}
+	}
+	return 0;
+}
+
 /* The upstream a query's source names, when it is a query source; else NULL. */
 static const char *upstream_of(json_t *j)
 {
@@ -1346,6 +1407,8 @@ static int walk_root(struct walk *w, json_t *root, struct sl_config *c)
 			return rc;
 		pop(w, old);
 	}
+	if ((rc = find_downstreams(c)))
+		return rc;
 	return sl_config_finish(c, w->err, w->errlen);
 }
 

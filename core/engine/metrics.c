@@ -187,6 +187,7 @@ struct qfig {
 	const char *name;       /* borrowed from the config */
 	bool has_wm;            /* the query has a watermark and a batch committed */
 	uint64_t batches;       /* the next batch id */
+	uint64_t expired;       /* out/ parts retention removed (meta q.<qid>.expired) */
 	struct sl_backlog backlog;     /* files and bytes: the file source's, else zero */
 	struct sl_engine_backlog units; /* in the source's own units */
 	int64_t oldest_age_ms;  /* age of the oldest backlogged file; 0 when none */
@@ -220,6 +221,10 @@ static int read_query(struct sl_txn *t, const struct sl_query_config *q, int64_t
 	if (out->units.unit[0] && !strcmp(out->units.unit[0], "files"))
 		out->backlog = (struct sl_backlog){.files = out->units.v[0], .bytes = out->units.v[1]};
 	out->batches = es.has_batch ? es.batch + 1 : 0;
+	char key[48];
+	sl_qlog_meta_key(key, sizeof(key), qid, "expired");
+	if ((rc = sl_txn_meta_get(t, key, &out->expired)))
+		return rc;
 	out->has_wm = q->has_watermark && es.has_batch;
 	out->wm_ms = es.wm_ms;
 	out->lag_ms = now_ms - es.wm_ms;
@@ -407,6 +412,8 @@ static const struct qfamily qfamilies[] = {
 	{"sluice_query_late_rows_total", "counter",
 	 "Input rows dropped as later than the watermark (numRowsDroppedByWatermark).",
 	 QF(f.late_rows)},
+	{"sluice_query_parts_expired_total", "counter",
+	 "Parts of out/<query>/ that sink.retention removed.", QF(expired)},
 	{"sluice_query_backlog_files", "gauge",
 	 "Landed files the query reads and has not planned yet.", QF(backlog.files)},
 	{"sluice_query_backlog_bytes", "gauge",

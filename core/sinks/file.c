@@ -6,9 +6,20 @@
  *
  * Its record in the checkpoint log (core/sources/qlog.h): 'g' batch N's
  * blob ids (u64, host order) of the out/ parts a complete-mode batch
- * replaced, to unlink after its commit (redone at start).
+ * replaced, or that retention expired, to unlink after its commit (redone
+ * at start).
+ *
+ * Retention (sink.retention): in each batch's commit transaction, and at
+ * start for what a config change newly expires, the parts of earlier
+ * batches that either limit expires leave out/ (batches: not among the
+ * last N batch ids; age: committed longer ago than that), except those of
+ * batches a downstream query source has not committed yet, and the
+ * partition folders they leave empty go with them. A reader that has a
+ * part open holds its blob's file descriptor: the bytes stay readable
+ * until its last close, when the file system frees them.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +32,7 @@
 #include "err.h"
 #include "land.h"
 #include "qlog.h"
+#include "retain.h"
 #include "sink_file.h"
 #include "stage.h"
 
@@ -168,6 +180,41 @@ static int replace_snapshot(struct sl_txn *t, struct sl_sink *c, uint64_t outdir
 	return rc;
 }
 
+/* Adds an entry removed from out/ to c->gone (the kernel is told after the commit). */
+static int add_gone(struct sl_sink *c, uint64_t parent, uint64_t id, const char *name, bool dir,
+		    bool blob)
+{
+	if (c->ngone == c->capgone) {
+		size_t cap = c->capgone ? c->capgone * 2 : 64;
+		struct gone *g = realloc(c->gone, cap * sizeof(*g));
+		if (!g)
+			return ENOMEM;
+		c->gone = g;
+		c->capgone = cap;
+	}
+	struct gone *g = &c->gone[c->ngone++];
+	memset(g, 0, sizeof(*g));
+	g->parent = parent;
+	g->id = id;
+	g->dir = dir;
+	g->blob = blob;
+	snprintf(g->name, sizeof(g->name), "%s", name);
+	return 0;
+}
+
+static int gone_cb(void *ctx, uint64_t parent, uint64_t id, const char *name, bool dir,
+		   bool blob)
+{
+	return add_gone(ctx, parent, id, name, dir, blob);
+}
+
+static int retain(struct sl_txn *t, struct sl_sink *c, uint64_t outdir, uint64_t batch)
+{
+	struct sl_retain r = {.q = c->q, .qid = c->qid, .outdir = outdir, .batch = batch,
+			      .now = c->now, .gone = gone_cb, .ctx = c};
+	return sl_retain(t, &r);
+}
+
 static int file_write(struct sl_sink *c, uint64_t batch, const struct sl_batch *rows,
 		      void (*spent)(void *ctx), void *spent_ctx)
 {
@@ -193,6 +240,7 @@ static int file_commit(struct sl_sink *c, struct sl_txn *t, struct sl_sink_resul
 	uint64_t outdir;
 	int rc;
 
+	c->ngone = 0; /* a retried transaction starts over */
 	if ((rc = sl_stage_wait(&c->stage)))
 		return rc;
 	if ((rc = ensure_dir(t, SL_ID_OUT, c->q->name, c->outdir_id, c->now, &outdir)))
@@ -226,6 +274,9 @@ static int file_commit(struct sl_sink *c, struct sl_txn *t, struct sl_sink_resul
 			return rc;
 		out_rows += op->rows;
 	}
+	if ((c->q->retention_batches || c->q->retention_age_us) &&
+	    (rc = retain(t, c, outdir, c->batch)))
+		return rc;
 	res->rows = out_rows;
 	res->done_ns = c->stage.done_ns;
 	return 0;
@@ -238,10 +289,49 @@ static int unlink_act(void *ctx, const uint64_t *ids, size_t n)
 	return 0;
 }
 
-/* Unlinks the blobs of replaced complete-mode parts ('g' intents), oldest first. */
-static int file_settle(struct sl_sink *c)
+/* Unlinks the blobs of replaced or expired parts ('g' intents), oldest first. */
+static int unlink_intents(struct sl_sink *c)
 {
 	return sl_qlog_each_intent(sl_land_catalog(c->l), c->qid, 'g', unlink_act, c->l);
+}
+
+/* Retention at start, as of the last committed batch (none: nothing to do). */
+static int retain_apply(struct sl_txn *t, void *arg)
+{
+	struct sl_sink *c = arg;
+	char key[48];
+	uint64_t next, outdir;
+	int rc;
+
+	c->ngone = 0;
+	sl_qlog_meta_key(key, sizeof(key), c->qid, "next");
+	if ((rc = sl_txn_meta_get(t, key, &next)))
+		return rc == SL_NOTFOUND ? 0 : rc;
+	if (next == 0)
+		return 0;
+	if ((rc = sl_txn_dirent_get(t, SL_ID_OUT, c->q->name, &outdir)))
+		return rc == SL_NOTFOUND ? 0 : rc;
+	return retain(t, c, outdir, next - 1);
+}
+
+/*
+ * At start: redoes the unlinks a crash cut short, then expires what a
+ * changed retention (or a downstream that caught up or left) lets go.
+ */
+static int file_settle(struct sl_sink *c)
+{
+	int rc = unlink_intents(c);
+
+	if (rc || !(c->q->retention_batches || c->q->retention_age_us))
+		return rc;
+	c->now = wall_ns();
+	if ((rc = sl_catalog_write_freeing(sl_land_catalog(c->l), retain_apply, c)))
+		return rc;
+	for (size_t i = 0; i < c->ngone; i++)
+		sl_land_changed(c->l, c->gone[i].parent, c->gone[i].name);
+	rc = c->ngone ? unlink_intents(c) : 0;
+	c->ngone = 0;
+	return rc;
 }
 
 static int file_end(struct sl_sink *c, bool committed, bool *format_failed)
@@ -259,7 +349,7 @@ static int file_end(struct sl_sink *c, bool committed, bool *format_failed)
 	for (size_t i = 0; i < c->ngone; i++)
 		sl_land_changed(c->l, c->gone[i].parent, c->gone[i].name);
 	if (c->ngone)
-		rc = file_settle(c);
+		rc = unlink_intents(c);
 	return rc;
 }
 

@@ -20,8 +20,10 @@
  * deleted 100 batches later; meta "q.<qid>.qend" the last logged end plus
  * one (0: none yet).
  *
- * Parts a downstream has not read stay in out/: nothing removes committed
- * parts today (complete mode, which replaces them, is refused at load).
+ * Parts a downstream has not committed stay in out/: the upstream's
+ * retention (core/sinks/retain.h) keeps the upstream batches after the
+ * range of the downstream's last committed batch (complete mode, which
+ * replaces parts, is refused at load).
  */
 #ifndef SLUICE_CORE_SOURCE_QUERY_H
 #define SLUICE_CORE_SOURCE_QUERY_H

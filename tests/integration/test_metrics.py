@@ -60,6 +60,7 @@ FAMILIES = {
     "sluice_query_watermark_lag_seconds": "gauge",
     "sluice_query_state_rows": "gauge",
     "sluice_query_state_bytes": "gauge",
+    "sluice_query_parts_expired": "counter",
     "sluice_query_batch_duration_seconds": "histogram",
     "sluice_query_error": "gauge",
 }
