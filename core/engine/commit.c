@@ -177,7 +177,7 @@ int sl_engine_commit_apply(struct sl_txn *t, void *arg)
 		return rc;
 	if ((rc = p->kops->commit(p->sink, t, &out)))
 		return rc;
-	if ((rc = p->sops->commit_txn(p->src, t, p->batch, &m)))
+	if (p->sops->commit_txn && (rc = p->sops->commit_txn(p->src, t, p->batch, &m)))
 		return rc;
 	char commit_text[80];
 	int clen = snprintf(commit_text, sizeof(commit_text), "v1\n{\"nextBatchWatermarkMs\":%" PRId64 "}",

@@ -176,7 +176,7 @@ static int run_batch(struct sl_land *l, struct plan *p, struct sl_ops *ops, stru
 		if ((rc = end_rc))
 			snprintf(r->error, sizeof(r->error), "cannot remove the parts batch %" PRIu64
 				 " replaced: %s", p->batch, sl_strerror(rc));
-		if (rc == 0 && (rc = p->sops->commit(p->src)))
+		if (rc == 0 && p->sops->commit && (rc = p->sops->commit(p->src)))
 			snprintf(r->error, sizeof(r->error), "cannot clean the sources of batch %" PRIu64
 				 ": %s", p->batch, sl_strerror(rc));
 	}
@@ -334,7 +334,7 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 	if ((rc = p.sops->open(&sa, &p.src)) || (rc = p.kops->open(&ka, &p.sink)))
 		goto fail;
 	/* cleanSource or a snapshot replace interrupted by a crash is redone first */
-	if ((rc = p.sops->commit(p.src)) || (rc = p.kops->settle(p.sink))) {
+	if ((p.sops->commit && (rc = p.sops->commit(p.src))) || (rc = p.kops->settle(p.sink))) {
 		snprintf(r->error, sizeof(r->error), "cannot clean sources: %s", sl_strerror(rc));
 		goto fail;
 	}

@@ -45,36 +45,6 @@ const char *sl_files_state_name(enum sl_files_state s)
 	return (size_t)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
 }
 
-/* The archive/-relative path of file i into buf; ENOENT when not under archive/. */
-static int archive_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len)
-{
-	char tmp[4096];
-	size_t pos = sizeof(tmp) - 1, n;
-	struct sl_inode d = *i;
-	int depth = 0, rc;
-
-	tmp[pos] = 0;
-	for (;;) {
-		n = strlen(d.name);
-		if (n + 1 > pos)
-			return ENAMETOOLONG;
-		pos -= n;
-		memcpy(tmp + pos, d.name, n);
-		if (d.parent == SL_ID_ARCHIVE)
-			break;
-		if (d.parent < SL_ID_FIRST || ++depth > 1024)
-			return ENOENT;
-		if ((rc = sl_txn_inode_get(t, d.parent, &d)))
-			return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
-		tmp[--pos] = '/';
-	}
-	n = sizeof(tmp) - 1 - pos;
-	if (n + 1 > len)
-		return ENAMETOOLONG;
-	memcpy(buf, tmp + pos, n + 1);
-	return 0;
-}
-
 /* Whether the query's lastError names the file (a FAILFAST stop, a read error). */
 static bool error_names(const char *error, const char *path)
 {
@@ -233,7 +203,7 @@ static int landed_cb(void *ctx, uint64_t seq, uint64_t id)
 	if (rc == 0) {
 		snprintf(b->loc, sizeof(b->loc), "in/%s", b->path);
 	} else if (rc == ENOENT) {
-		if ((rc = archive_relpath(b->t, &i, rel, sizeof(rel))))
+		if ((rc = sl_qindex_relpath_under(b->t, &i, SL_ID_ARCHIVE, rel, sizeof(rel))))
 			return rc == ENOENT ? 0 : rc;
 		snprintf(b->loc, sizeof(b->loc), "archive/%s", rel);
 		landed_path(b, id, rel);

@@ -84,8 +84,8 @@ struct sl_qindex {
 	struct qset *sets; /* newest first; the last is the one opened; freed at free */
 };
 
-/* The in/-relative path of landed file i; ENOENT when it is not under in/. */
-int sl_qindex_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len)
+int sl_qindex_relpath_under(struct sl_txn *t, const struct sl_inode *i, uint64_t root,
+			    char *buf, size_t len)
 {
 	char tmp[4096];
 	size_t pos = sizeof(tmp) - 1, n;
@@ -99,10 +99,10 @@ int sl_qindex_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, siz
 			return ENAMETOOLONG;
 		pos -= n;
 		memcpy(tmp + pos, d.name, n);
-		if (d.parent == SL_ID_IN)
+		if (d.parent == root)
 			break;
-		if (d.parent == SL_ID_ARCHIVE || d.parent == SL_ID_OUT || ++depth > 1024)
-			return ENOENT;
+		if (d.parent < SL_ID_FIRST || ++depth > 1024)
+			return ENOENT; /* under another fixed node (out/, archive/, in/) */
 		if ((rc = sl_txn_inode_get(t, d.parent, &d)))
 			return rc == SL_NOTFOUND ? SL_ECORRUPT : rc;
 		tmp[--pos] = '/';
@@ -112,6 +112,11 @@ int sl_qindex_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, siz
 		return ENAMETOOLONG;
 	memcpy(buf, tmp + pos, n + 1);
 	return 0;
+}
+
+int sl_qindex_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len)
+{
+	return sl_qindex_relpath_under(t, i, SL_ID_IN, buf, len);
 }
 
 static void qkey(char *buf, size_t len, uint32_t qid, const char *what)

@@ -129,6 +129,12 @@ int sl_qindex_release(struct sl_txn *t, uint32_t qid, uint64_t id);
 int sl_qindex_qid(struct sl_txn *t, const char *name, uint32_t *qid);
 /* The in/-relative path of landed file i into buf; ENOENT when not under in/. */
 int sl_qindex_relpath(struct sl_txn *t, const struct sl_inode *i, char *buf, size_t len);
+/*
+ * The path of file i relative to the fixed folder root (SL_ID_IN,
+ * SL_ID_ARCHIVE) into buf; ENOENT when i is not under it.
+ */
+int sl_qindex_relpath_under(struct sl_txn *t, const struct sl_inode *i, uint64_t root,
+			    char *buf, size_t len);
 /* The backlog of the query called name; SL_NOTFOUND before its first start. */
 int sl_qindex_backlog(struct sl_txn *t, const char *name, struct sl_backlog *out);
 /*

@@ -33,6 +33,22 @@ int sl_qlog_get(struct sl_txn *t, uint32_t qid, char kind, uint64_t n, const voi
 	return sl_txn_get(t, SL_TABLE_QLOG, k, sizeof(k), data, len);
 }
 
+int sl_qlog_get_text(struct sl_txn *t, uint32_t qid, char kind, uint64_t n, char *buf,
+		     size_t len)
+{
+	const void *v;
+	size_t vlen;
+	int rc = sl_qlog_get(t, qid, kind, n, &v, &vlen);
+
+	if (rc)
+		return rc;
+	if (vlen >= len)
+		return SL_ECORRUPT;
+	memcpy(buf, v, vlen);
+	buf[vlen] = 0;
+	return 0;
+}
+
 int sl_qlog_del(struct sl_txn *t, uint32_t qid, char kind, uint64_t n)
 {
 	unsigned char k[13];

@@ -34,6 +34,13 @@ int sl_qlog_put(struct sl_txn *t, uint32_t qid, char kind, uint64_t n, const voi
 int sl_qlog_get(struct sl_txn *t, uint32_t qid, char kind, uint64_t n, const void **data,
 		size_t *len);
 
+/*
+ * Entry (qid, kind, n) as text: copied into buf (len bytes) and NUL-ended.
+ * SL_NOTFOUND when there is none, SL_ECORRUPT when it does not fit.
+ */
+int sl_qlog_get_text(struct sl_txn *t, uint32_t qid, char kind, uint64_t n, char *buf,
+		     size_t len);
+
 /* Deletes entry (qid, kind, n); an absent one is no error (as sl_txn_del). */
 int sl_qlog_del(struct sl_txn *t, uint32_t qid, char kind, uint64_t n);
 

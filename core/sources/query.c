@@ -109,24 +109,29 @@ static int set_range(struct sl_source *p, struct sl_txn *t, struct sl_source_ran
 	return 0;
 }
 
+/* Batch record n: its batchTimestampMs, range (s, e] and the upstream's checkpoint id. */
+static int read_rec(struct sl_source *p, struct sl_txn *t, uint64_t n, int64_t *ts_ms,
+		    int64_t *s, int64_t *e, char uuid[UUID_LEN + 1])
+{
+	char rec[128];
+	int rc = sl_qlog_get_text(t, p->qid, 'b', n, rec, sizeof(rec));
+
+	if (rc)
+		return rc;
+	if (sscanf(rec, "%" SCNd64 " %" SCNd64 " %" SCNd64 " %36s", ts_ms, s, e, uuid) != 4 ||
+	    strlen(uuid) != UUID_LEN)
+		return SL_ECORRUPT;
+	return 0;
+}
+
 static int query_replay(struct sl_source *p, struct sl_txn *t, uint64_t batch,
 			struct sl_source_range *r)
 {
-	const void *v;
-	size_t len;
-	char rec[128];
 	int64_t ts_ms;
 	int rc;
 
-	if ((rc = sl_qlog_get(t, p->qid, 'b', batch, &v, &len)))
+	if ((rc = read_rec(p, t, batch, &ts_ms, &p->s, &p->e, p->uuid)))
 		return rc;
-	if (len >= sizeof(rec))
-		return SL_ECORRUPT;
-	memcpy(rec, v, len);
-	rec[len] = 0;
-	if (sscanf(rec, "%" SCNd64 " %" SCNd64 " %" SCNd64 " %36s", &ts_ms, &p->s, &p->e,
-		   p->uuid) != 4 || strlen(p->uuid) != UUID_LEN)
-		return SL_ECORRUPT;
 	if ((rc = set_range(p, t, r)))
 		return rc;
 	if (p->e == p->s)
@@ -139,20 +144,13 @@ static int query_replay(struct sl_source *p, struct sl_txn *t, uint64_t batch,
 /* The checkpoint id the last logged batch read ("" before the first). */
 static void last_uuid(struct sl_source *p, struct sl_txn *t, char was[UUID_LEN + 1])
 {
-	char key[48], rec[128];
-	const void *v;
-	size_t len;
+	char key[48];
 	uint64_t next;
 	int64_t x;
 
-	was[0] = 0;
 	qkey(key, sizeof(key), p->qid, "next");
 	if (sl_txn_meta_get(t, key, &next) || next == 0 ||
-	    sl_qlog_get(t, p->qid, 'b', next - 1, &v, &len) || len >= sizeof(rec))
-		return;
-	memcpy(rec, v, len);
-	rec[len] = 0;
-	if (sscanf(rec, "%" SCNd64 " %" SCNd64 " %" SCNd64 " %36s", &x, &x, &x, was) != 4)
+	    read_rec(p, t, next - 1, &x, &x, &x, was))
 		was[0] = 0;
 }
 
@@ -298,22 +296,6 @@ static int query_pending(struct sl_txn *t, const struct sl_query_config *q, uint
 	return 0;
 }
 
-static int query_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch,
-			    struct sl_source_metrics *m)
-{
-	(void)p;
-	(void)t;
-	(void)batch;
-	(void)m;
-	return 0;
-}
-
-static int query_commit(struct sl_source *p)
-{
-	(void)p;
-	return 0; /* the upstream's parts are its own */
-}
-
 static void query_describe(const struct sl_source *p, char *buf, size_t len)
 {
 	snprintf(buf, len, "QuerySource[out/%s]", p->q->source.upstream);
@@ -356,8 +338,6 @@ const struct sl_source_ops sl_source_query = {
 	.log = query_log,
 	.read = query_read,
 	.pending = query_pending,
-	.commit_txn = query_commit_txn,
-	.commit = query_commit,
 	.describe = query_describe,
 	.stop = query_stop,
 };

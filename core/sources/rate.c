@@ -166,18 +166,12 @@ static int creation(struct sl_source *p, struct sl_txn *t, bool create)
 static int rate_replay(struct sl_source *p, struct sl_txn *t, uint64_t batch,
 		       struct sl_source_range *r)
 {
-	const void *v;
-	size_t len;
 	char rec[128], start[32];
 	int64_t ts_ms;
 	int rc;
 
-	if ((rc = sl_qlog_get(t, p->qid, 'b', batch, &v, &len)))
+	if ((rc = sl_qlog_get_text(t, p->qid, 'b', batch, rec, sizeof(rec))))
 		return rc;
-	if (len >= sizeof(rec))
-		return SL_ECORRUPT;
-	memcpy(rec, v, len);
-	rec[len] = 0;
 	if (sscanf(rec, "%" SCNd64 " %31s %" SCNd64 " %" SCNd64 " %" SCNd64, &ts_ms, start, &p->e,
 		   &p->end_ts_ms, &p->ts_ms) != 5)
 		return SL_ECORRUPT;
@@ -322,22 +316,6 @@ static int rate_pending(struct sl_txn *t, const struct sl_query_config *q, uint3
 	return 0;
 }
 
-static int rate_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch,
-			   struct sl_source_metrics *m)
-{
-	(void)p;
-	(void)t;
-	(void)batch;
-	(void)m;
-	return 0;
-}
-
-static int rate_commit(struct sl_source *p)
-{
-	(void)p;
-	return 0; /* nothing to release */
-}
-
 static void rate_describe(const struct sl_source *p, char *buf, size_t len)
 {
 	const struct sl_source_config *c = &p->q->source;
@@ -390,8 +368,6 @@ const struct sl_source_ops sl_source_rate = {
 	.log = rate_log,
 	.read = rate_read,
 	.pending = rate_pending,
-	.commit_txn = rate_commit_txn,
-	.commit = rate_commit,
 	.describe = rate_describe,
 	.stop = rate_stop,
 };

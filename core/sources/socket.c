@@ -50,18 +50,12 @@ static void set_range(const struct sl_source *p, struct sl_source_range *r)
 static int socket_replay(struct sl_source *p, struct sl_txn *t, uint64_t batch,
 			 struct sl_source_range *r)
 {
-	const void *v;
-	size_t len;
 	char rec[96], start[32];
 	int64_t ts_ms;
 	int rc;
 
-	if ((rc = sl_qlog_get(t, p->qid, 'b', batch, &v, &len)))
+	if ((rc = sl_qlog_get_text(t, p->qid, 'b', batch, rec, sizeof(rec))))
 		return rc;
-	if (len >= sizeof(rec))
-		return SL_ECORRUPT;
-	memcpy(rec, v, len);
-	rec[len] = 0;
 	if (sscanf(rec, "%" SCNd64 " %31s %" SCNu64, &ts_ms, start, &p->e) != 3)
 		return SL_ECORRUPT;
 	p->first = !strcmp(start, "-");

@@ -150,7 +150,8 @@ struct sl_source_ops {
 
 	/*
 	 * The batch's catalog commit, in its transaction t: the source records
-	 * that the range is done (and the skips it reports in m, taken).
+	 * that the range is done (and the skips it reports in m, taken). NULL:
+	 * nothing to record.
 	 */
 	int (*commit_txn)(struct sl_source *s, struct sl_txn *t, uint64_t batch,
 			  struct sl_source_metrics *m);
@@ -158,7 +159,8 @@ struct sl_source_ops {
 	/*
 	 * commit (end): the batch's commit is durable; the source may release
 	 * what it read. Also called once at start, before the first batch, for
-	 * what a crash cut short. Opens its own transactions. Idempotent.
+	 * what a crash cut short. Opens its own transactions. Idempotent. NULL:
+	 * nothing to release (rate, query).
 	 */
 	int (*commit)(struct sl_source *s);
 
