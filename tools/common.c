@@ -77,11 +77,14 @@ int open_datadir(const char *cmd, const char *path, unsigned flags, struct sl_da
 		return rc == SL_ECONFIG ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
 	}
 	if ((flags & SL_DATADIR_CREATE) && (rc = sl_datadir_create(*out))) {
-		die_msg(cmd, "cannot create data dir '%s': %s", path, sl_strerror(rc));
+		if (rc == SL_ECORRUPT || rc == SL_EVERSION)
+			die_msg(cmd, "cannot open data dir '%s': %s", path, sl_strerror(rc));
+		else
+			die_msg(cmd, "cannot create data dir '%s': %s", path, sl_strerror(rc));
 		sl_config_free(cfg);
 		sl_datadir_close(*out);
 		*out = NULL;
-		return SL_EXIT_FAILURE;
+		return rc == SL_ECORRUPT || rc == SL_EVERSION ? SL_EXIT_DATADIR : SL_EXIT_FAILURE;
 	}
 	if (cfgp)
 		*cfgp = cfg;

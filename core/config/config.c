@@ -17,6 +17,7 @@
 #define US_PER_MS 1000ll
 #define US_PER_SEC 1000000ll
 #define DEFAULT_MAX_FILE_AGE_US (7 * 86400 * US_PER_SEC)
+#define DEFAULT_FILE_HISTORY_US (30 * 86400 * US_PER_SEC)
 
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
 						      ...)
@@ -804,7 +805,9 @@ int sl_config_add_query(struct sl_config *c, const char *name, struct sl_query_c
 	q = &qs[c->n++];
 	*q = (struct sl_query_config){
 	    .name = copy,
-	    .source = {.max_file_age_us = DEFAULT_MAX_FILE_AGE_US, .sep = ','},
+	    .source = {.max_file_age_us = DEFAULT_MAX_FILE_AGE_US,
+		       .file_history_us = DEFAULT_FILE_HISTORY_US,
+		       .sep = ','},
 	};
 	*out = q;
 	return 0;

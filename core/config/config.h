@@ -77,6 +77,7 @@ struct sl_source_config {
 	int64_t max_bytes;	 /* maxBytesPerTrigger in bytes, > 0; 0 when unset (never both) */
 	bool latest_first;	 /* latestFirst */
 	int64_t max_file_age_us; /* maxFileAge in microseconds, >= 0; default 7 days */
+	int64_t file_history_us; /* fileHistory: settled files' records kept, >= 0; 30 days */
 	enum sl_file_age_by file_age_by; /* fileAgeBy; default landed */
 	bool file_name_only;		 /* fileNameOnly: seen set keyed by the last component */
 	enum sl_parse_mode mode;	 /* mode; default PERMISSIVE */

@@ -17,12 +17,24 @@
 #include "qindex.h"
 #include "source_file.h"
 
+/* A query's record of a file (source_file.h), kept for the listing. */
+struct rec {
+	uint64_t id;
+	char fate, clean;
+	bool by_name;
+	uint64_t batch, seq, size;
+	int64_t landed_ns, clock_us, threshold_us;
+	char *path;
+};
+
 /* A query of the config, as of the listing's transaction. */
 struct qinfo {
 	const struct sl_query_config *cfg;
 	bool started;                  /* it has an id: it ran once */
 	uint32_t qid;
 	struct sl_engine_status es;
+	struct rec *recs;              /* its records (live and history), by id */
+	size_t nrecs, caprecs;
 };
 
 struct build {
@@ -34,7 +46,6 @@ struct build {
 	size_t cap;
 	uint64_t *gone;                /* ids of removed files the queries have records of */
 	size_t ngone, capgone;
-	struct sl_file_record rec;     /* scratch */
 	char path[4096], loc[4200];    /* scratch */
 };
 
@@ -63,11 +74,55 @@ static bool error_names(const char *error, const char *path)
  * Query x's view of file e (location already set): false when x does not
  * read it.
  */
+static int rec_cmp(const void *a, const void *b)
+{
+	const struct rec *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int rec_load(void *ctx, uint64_t id, const struct sl_file_record *r)
+{
+	struct qinfo *x = ctx;
+	if (x->nrecs == x->caprecs) {
+		size_t c = x->caprecs ? x->caprecs * 2 : 64;
+		struct rec *v = realloc(x->recs, c * sizeof(*v));
+		if (!v)
+			return ENOMEM;
+		x->recs = v;
+		x->caprecs = c;
+	}
+	struct rec *d = &x->recs[x->nrecs];
+	*d = (struct rec){.id = id, .fate = r->fate, .clean = r->clean, .by_name = r->by_name,
+			  .batch = r->batch, .seq = r->seq, .size = r->size,
+			  .landed_ns = r->landed_ns, .clock_us = r->clock_us,
+			  .threshold_us = r->threshold_us, .path = strdup(r->path)};
+	if (!d->path)
+		return ENOMEM;
+	x->nrecs++;
+	return 0;
+}
+
+/* Query x's record of file id, or NULL. */
+static const struct rec *rec_find(const struct qinfo *x, uint64_t id)
+{
+	struct rec k = {.id = id};
+	return x->nrecs ? bsearch(&k, x->recs, x->nrecs, sizeof(k), rec_cmp) : NULL;
+}
+
+static void qinfo_release(struct qinfo *qs, size_t n)
+{
+	for (size_t k = 0; qs && k < n; k++) {
+		for (size_t i = 0; i < qs[k].nrecs; i++)
+			free(qs[k].recs[i].path);
+		free(qs[k].recs);
+	}
+	free(qs);
+}
+
 static int query_state(struct build *b, struct qinfo *x, const struct sl_files_entry *e,
 		       struct sl_files_query *out, bool *reads)
 {
-	struct sl_file_record *r = &b->rec;
-	int rc;
+	const struct rec *r;
 
 	memset(out, 0, sizeof(*out));
 	out->name = x->cfg->name;
@@ -79,8 +134,8 @@ static int query_state(struct build *b, struct qinfo *x, const struct sl_files_e
 		out->state = SL_FILES_WAITING;
 		return 0;
 	}
-	rc = sl_file_record_get(b->t, x->qid, e->id, r);
-	if (rc == SL_NOTFOUND) {
+	r = rec_find(x, e->id);
+	if (!r) {
 		/* not planned, or planned by a version that kept no records */
 		if (!e->location || strncmp(e->location, "in/", 3) ||
 		    !sl_qindex_match(&x->cfg->source.path, e->path))
@@ -94,8 +149,6 @@ static int query_state(struct build *b, struct qinfo *x, const struct sl_files_e
 			out->state = SL_FILES_COMMITTED;
 		return 0;
 	}
-	if (rc)
-		return rc;
 	*reads = true;
 	out->batch = r->batch;
 	switch (r->fate) {
@@ -182,11 +235,13 @@ release:
 /* The in/-relative path an archived file landed at: from a query's record. */
 static void landed_path(struct build *b, uint64_t id, const char *fallback)
 {
-	for (size_t k = 0; k < b->nq; k++)
-		if (b->qs[k].started && sl_file_record_get(b->t, b->qs[k].qid, id, &b->rec) == 0) {
-			snprintf(b->path, sizeof(b->path), "%s", b->rec.path);
+	for (size_t k = 0; k < b->nq; k++) {
+		const struct rec *r = rec_find(&b->qs[k], id);
+		if (r) {
+			snprintf(b->path, sizeof(b->path), "%s", r->path);
 			return;
 		}
+	}
 	snprintf(b->path, sizeof(b->path), "%s", fallback);
 }
 
@@ -216,13 +271,11 @@ static int landed_cb(void *ctx, uint64_t seq, uint64_t id)
 	return add(b, &e);
 }
 
-static int gone_cb(void *ctx, uint64_t id, const struct sl_file_record *r)
+static int gone_cb(struct build *b, uint64_t id)
 {
-	struct build *b = ctx;
 	struct sl_inode i;
 	int rc = sl_txn_inode_get(b->t, id, &i);
 
-	(void)r;
 	if (rc != SL_NOTFOUND)
 		return rc;
 	if (b->ngone == b->capgone) {
@@ -255,8 +308,9 @@ static int add_gone(struct build *b)
 	int rc;
 
 	for (size_t k = 0; k < b->nq; k++)
-		if (b->qs[k].started && (rc = sl_file_record_each(b->t, b->qs[k].qid, gone_cb, b)))
-			return rc;
+		for (size_t i = 0; i < b->qs[k].nrecs; i++)
+			if ((rc = gone_cb(b, b->qs[k].recs[i].id)))
+				return rc;
 	if (b->ngone == 0)
 		return 0;
 	qsort(b->gone, b->ngone, sizeof(*b->gone), by_u64);
@@ -265,13 +319,13 @@ static int add_gone(struct build *b)
 			continue;
 		struct sl_files_entry e = {.id = b->gone[g]};
 		for (size_t k = 0; k < b->nq; k++) {
-			if (!b->qs[k].started ||
-			    sl_file_record_get(b->t, b->qs[k].qid, e.id, &b->rec))
+			const struct rec *r = rec_find(&b->qs[k], e.id);
+			if (!r)
 				continue;
-			e.seq = b->rec.seq;
-			e.size = b->rec.size;
-			e.landed_ns = b->rec.landed_ns;
-			snprintf(b->path, sizeof(b->path), "%s", b->rec.path);
+			e.seq = r->seq;
+			e.size = r->size;
+			e.landed_ns = r->landed_ns;
+			snprintf(b->path, sizeof(b->path), "%s", r->path);
 			break;
 		}
 		e.path = b->path;
@@ -311,6 +365,14 @@ int sl_files_list(struct sl_txn *t, const struct sl_config *cfg, const struct sl
 			rc = 0; /* never started */
 		else if (rc == 0)
 			x->started = true;
+		if (rc == 0 && x->started) {
+			b->nq++; /* released with the others from here on */
+			if ((rc = sl_file_record_each(t, x->qid, rec_load, x)))
+				goto fail;
+			b->nq--;
+			if (x->nrecs)
+				qsort(x->recs, x->nrecs, sizeof(*x->recs), rec_cmp);
+		}
 		if (rc)
 			goto fail;
 		snprintf(l->errors[b->nq], sizeof(l->errors[0]), "%s", x->es.error);
@@ -328,14 +390,14 @@ int sl_files_list(struct sl_txn *t, const struct sl_config *cfg, const struct sl
 	if (l->n)
 		qsort(l->v, l->n, sizeof(*l->v), by_seq);
 	free(b->gone);
-	free(b->qs);
+	qinfo_release(b->qs, b->nq);
 	free(b);
 	*out = l;
 	return 0;
 fail:
 	if (b) {
 		free(b->gone);
-		free(b->qs);
+		qinfo_release(b->qs, b->nq);
 	}
 	free(b);
 	sl_files_free(l);

@@ -18,6 +18,7 @@
 #include "err.h"
 #include "render.h"
 #include "qindex.h"
+#include "qlog.h"
 #include "view.h"
 
 enum {
@@ -127,7 +128,7 @@ static int file_attr(struct sl_txn *t, uint64_t id, struct sl_attr *a)
 	memset(a, 0, sizeof(*a));
 	a->id = id;
 	a->mode = S_IFREG | 0444;
-	a->size = len;
+	a->size = sl_qlog_unpacked_size(d, len);
 	return 0;
 }
 
@@ -255,6 +256,7 @@ int sl_view_lookup(struct sl_land *l, uint64_t parent, const char *name, struct 
 }
 
 struct lister {
+	struct sl_txn *t;
 	uint32_t qid;
 	unsigned kind;
 	int (*fn)(void *ctx, const char *name, const struct sl_attr *a);
@@ -297,6 +299,11 @@ static int list_entry(void *ctx, uint64_t n, size_t len)
 	a.id = sl_view_id(ls->qid, ls->kind, n);
 	a.mode = S_IFREG | 0444;
 	a.size = len;
+	const void *d;
+	size_t dl;
+	if (len >= SL_QLOG_PACK_MIN / 8 &&
+	    sl_engine_checkpoint_get(ls->t, ls->qid, log_kind(ls->kind), n, &d, &dl) == 0)
+		a.size = sl_qlog_unpacked_size(d, dl);
 	snprintf(name, sizeof(name), "%" PRIu64, n);
 	return ls->fn(ls->ctx, name, &a);
 }
@@ -311,6 +318,7 @@ int sl_view_list(struct sl_land *l, uint64_t dir,
 
 	if ((rc = with_txn(l, &t)))
 		return rc;
+	ls.t = t;
 	if (dir == SL_ID_CHECKPOINT) {
 		rc = sl_engine_queries(t, list_query, &ls);
 		goto end;
@@ -376,12 +384,8 @@ int sl_view_read(struct sl_land *l, uint64_t id, char **data, size_t *len)
 	if ((rc = with_txn(l, &t)))
 		return rc;
 	rc = sl_engine_checkpoint_get(t, sl_view_qid(id), log_kind(sl_view_kind(id)), sl_view_n(id), &d, &n);
-	if (rc == 0 && !(*data = malloc(n ? n : 1)))
-		rc = ENOMEM;
-	if (rc == 0) {
-		memcpy(*data, d, n);
-		*len = n;
-	}
+	if (rc == 0)
+		rc = sl_qlog_unpack(d, n, data, len);
 	sl_txn_end(t);
 	return rc == SL_NOTFOUND ? ENOENT : rc;
 }

@@ -11,8 +11,9 @@
  *                  (count 0: a no-data batch at the last end, K-1)
  *   's' sources/0/K: the rendered text, as Spark writes it
  *   'x' batch N's file ids, to clean after its commit (cleanSource)
- *   'f' n = a file id: what planning decided about that file (`sluice
- *       files`; struct sl_file_record), integers big-endian:
+ *   'f' n = a file id: the live record of a file planned or skipped and
+ *       still landed (`sluice files`; struct sl_file_record), integers
+ *       big-endian:
  *       OFFSET SIZE MEANING
  *       0      1    fate: enum sl_file_fate
  *       1      1    'a'/'d' cleanSource of a cleaned file; 'n' for a seen
@@ -24,11 +25,14 @@
  *       34     8    its age clock (us) when planned or skipped
  *       42     8    skipped by age: newest planned minus maxFileAge (us)
  *       50     ...  its in/-relative path (no NUL)
- *       Written by the transaction that plans or skips the file; a commit
- *       with cleanSource rewrites it as cleaned. Never deleted (a history
- *       without retention yet, like Spark's source log).
+ *       Written by the transaction that plans or skips the file. The record
+ *       of a file gone from in/ (cleaned by cleanSource, or removed since)
+ *       moves into the history's segments ('H', file_hist.c), kept
+ *       fileHistory. (Format 1 catalogs kept every record here; their
+ *       upgrade moves those of cleaned files.)
  * meta: "q.<qid>.k" source log entries so far, "q.<qid>.maxts" newest age
- * clock planned (us).
+ * clock planned (us); the seen set's "q.<qid>.purged", "q.<qid>.sweep0/1";
+ * the live records' sweep "q.<qid>.fsweep".
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -45,6 +49,7 @@
 #include "land.h"
 #include "qindex.h"
 #include "qlog.h"
+#include "siphash.h"
 #include "source_file.h"
 #include "strbuf.h"
 
@@ -104,136 +109,137 @@ static int fill(struct sl_txn *t, struct planned *f, uint64_t id, uint64_t seq,
 }
 
 /*
- * The seen set (Spark's SeenFilesMap): qseen key qid u32 | seen key, value
- * age clock i64 (+ the full key when hashed); qseents key qid u32 | clock
- * u64 (offset by 2^63) | seen key, for purging in age order. The seen key is
- * the in/-relative path, or its last component with fileNameOnly; longer
- * than 400 bytes it becomes 0xff and a 128-bit hash.
+ * The seen set (Spark's SeenFilesMap), catalog format 2: qseen key qid u32
+ * | 0x00 | SipHash-128 of the seen key (the in/-relative path, or its last
+ * component with fileNameOnly) under the catalog's random hash key (meta
+ * "seen_k0", "seen_k1"), value the age clock i64. The random key makes a
+ * collision a 2^-128 chance that no uploader can improve on: the digest
+ * stands for the path, which the set no longer stores. Spark's purge is
+ * the threshold "q.<qid>.purged" (biased by 2^63): an entry older counts
+ * as gone at once; the entries it drops are deleted by a sweep in key
+ * order that visits a bounded number per batch ("q.<qid>.sweep": the
+ * digest where it stopped).
  */
-#define SEEN_KEY_MAX 400
+#define SWEEP_MIN 256
 
-struct seen_key {
-	unsigned char k[4 + 1 + SEEN_KEY_MAX];
-	size_t len;
-	const char *full; /* the key text when hashed, else NULL */
-};
+void sl_file_seen_key(const uint8_t hk[16], uint32_t qid, const char *text, size_t tlen,
+		      unsigned char out[SL_SEEN_KEY_LEN])
+{
+	put_be32(out, qid);
+	out[4] = 0x00;
+	sl_siphash(hk, text, tlen, out + 5, 16);
+}
 
-static void seen_key(uint32_t qid, const struct sl_query_config *q, const char *path,
-		     struct seen_key *out)
+static void seen_key(const struct sl_source *p, const char *path, unsigned char *out)
 {
 	const char *key = path;
-	if (q->source.file_name_only) {
+	if (p->q->source.file_name_only) {
 		const char *slash = strrchr(path, '/');
 		key = slash ? slash + 1 : path;
 	}
-	size_t n = strlen(key);
-	put_be32(out->k, qid);
-	out->full = NULL;
-	if (n <= SEEN_KEY_MAX) {
-		memcpy(out->k + 4, key, n);
-		out->len = 4 + n;
-		return;
-	}
-	uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
-	for (size_t i = 0; i < n; i++) {
-		h1 = (h1 ^ (unsigned char)key[i]) * 1099511628211ull;
-		h2 = (h2 ^ (unsigned char)key[i]) * 0x100000001b3ull + (h2 >> 29);
-	}
-	out->k[4] = 0xff;
-	put_be64(out->k + 5, h1);
-	put_be64(out->k + 13, h2);
-	out->len = 21;
-	out->full = key;
+	sl_file_seen_key(p->seen_hash, p->qid, key, strlen(key), out);
 }
 
-/* Whether key is in the seen set (the full text compared when hashed). */
-static bool seen_has(struct sl_txn *t, const struct seen_key *k)
+static uint64_t biased(int64_t clock)
+{
+	return (uint64_t)clock + (1ull << 63);
+}
+
+/* Whether key is in the seen set: present, and not older than the last purge. */
+static bool seen_has(struct sl_txn *t, const struct sl_source *p, const unsigned char *k)
 {
 	const void *v;
 	size_t len;
-	if (sl_txn_get(t, SL_TABLE_QSEEN, k->k, k->len, &v, &len))
+	int64_t clock;
+	if (sl_txn_get(t, SL_TABLE_QSEEN, k, SL_SEEN_KEY_LEN, &v, &len) || len != 8)
 		return false;
-	if (!k->full)
-		return true;
-	return len == 8 + strlen(k->full) && !memcmp((const char *)v + 8, k->full, len - 8);
+	memcpy(&clock, v, 8);
+	return biased(clock) >= p->purged;
 }
 
-static int seen_add(struct sl_txn *t, const struct seen_key *k, int64_t clock)
+static int seen_add(struct sl_txn *t, const unsigned char *k, int64_t clock)
 {
-	unsigned char val[8 + 4096], ts[4 + 8 + 1 + SEEN_KEY_MAX];
-	size_t vlen = 8;
-	uint64_t biased = (uint64_t)clock + (1ull << 63);
-	int rc;
-
-	memcpy(val, &clock, 8);
-	if (k->full) {
-		size_t n = strlen(k->full);
-		if (n > sizeof(val) - 8)
-			return ENAMETOOLONG;
-		memcpy(val + 8, k->full, n);
-		vlen += n;
-	}
-	memcpy(ts, k->k, 4);
-	put_be64(ts + 4, biased);
-	memcpy(ts + 12, k->k + 4, k->len - 4);
-	if ((rc = sl_txn_put(t, SL_TABLE_QSEEN, k->k, k->len, val, vlen)))
-		return rc;
-	return sl_txn_put(t, SL_TABLE_QSEENTS, ts, 8 + k->len, "", 0);
+	return sl_txn_put(t, SL_TABLE_QSEEN, k, SL_SEEN_KEY_LEN, &clock, 8);
 }
 
-struct purge {
-	uint64_t threshold; /* biased */
-	unsigned char (*keys)[4 + 8 + 1 + SEEN_KEY_MAX];
-	size_t *lens, n, cap;
+struct sweep {
+	uint64_t purged;
+	size_t budget, visited;
+	unsigned char (*gone)[SL_SEEN_KEY_LEN];
+	size_t n;
+	unsigned char last[SL_SEEN_KEY_LEN];
 	int err;
 };
 
-static int purge_each(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+static int sweep_each(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
 {
-	struct purge *pg = ctx;
-	(void)val, (void)vlen;
-	if (klen < 12 || klen > 12 + 1 + SEEN_KEY_MAX)
+	struct sweep *sw = ctx;
+	int64_t clock;
+	if (klen != SL_SEEN_KEY_LEN || vlen != 8)
 		return SL_ECORRUPT;
-	if (get_be64((const unsigned char *)key + 4) >= pg->threshold)
+	if (sw->visited == sw->budget)
 		return 1;
-	if (pg->n == pg->cap) {
-		size_t c = pg->cap ? pg->cap * 2 : 64;
-		void *k = realloc(pg->keys, c * sizeof(*pg->keys));
-		void *l = k ? realloc(pg->lens, c * sizeof(*pg->lens)) : NULL;
-		if (k)
-			pg->keys = k;
-		if (!k || !l) {
-			pg->err = ENOMEM;
-			return 1;
-		}
-		pg->lens = l;
-		pg->cap = c;
-	}
-	memcpy(pg->keys[pg->n], key, klen);
-	pg->lens[pg->n++] = klen;
+	sw->visited++;
+	memcpy(sw->last, key, klen);
+	memcpy(&clock, val, 8);
+	if (biased(clock) < sw->purged)
+		memcpy(sw->gone[sw->n++], key, klen);
 	return 0;
 }
 
-/* Spark's purge: seen entries older than the threshold go. */
-static int seen_purge(struct sl_txn *t, uint32_t qid, int64_t threshold)
+/*
+ * Spark's purge: seen entries older than threshold count as gone from now
+ * on; then the sweep deletes up to budget of them, from where it stopped.
+ */
+static int seen_purge(struct sl_txn *t, struct sl_source *p, int64_t threshold, size_t budget)
 {
-	struct purge pg = {.threshold = (uint64_t)threshold + (1ull << 63)};
-	unsigned char prefix[4], sk[4 + 1 + SEEN_KEY_MAX];
+	struct sweep sw = {.purged = biased(threshold), .budget = budget};
+	unsigned char prefix[5], from[SL_SEEN_KEY_LEN];
+	uint64_t cursor[2] = {0, 0};
+	char key[48];
 	int rc;
 
-	put_be32(prefix, qid);
-	rc = sl_txn_each(t, SL_TABLE_QSEENTS, prefix, 4, purge_each, &pg);
+	qkey(key, sizeof(key), p->qid, "purged");
+	if (sw.purged < p->purged)
+		sw.purged = p->purged; /* a purge never brings entries back */
+	if ((rc = sl_txn_meta_put(t, key, sw.purged)))
+		return rc;
+	p->purged = sw.purged;
+	put_be32(prefix, p->qid);
+	prefix[4] = 0x00;
+	memcpy(from, prefix, 5);
+	qkey(key, sizeof(key), p->qid, "sweep0");
+	if ((rc = sl_txn_meta_get(t, key, &cursor[0])))
+		return rc;
+	qkey(key, sizeof(key), p->qid, "sweep1");
+	if ((rc = sl_txn_meta_get(t, key, &cursor[1])))
+		return rc;
+	put_be64(from + 5, cursor[0]);
+	put_be64(from + 13, cursor[1]);
+	if (!(sw.gone = malloc(budget * sizeof(*sw.gone))))
+		return ENOMEM;
+	rc = sl_txn_each_from(t, SL_TABLE_QSEEN, prefix, 5, from, SL_SEEN_KEY_LEN, sweep_each, &sw);
+	bool wrapped = rc == 0; /* reached the end: the next sweep starts over */
 	if (rc == 1)
-		rc = pg.err;
-	for (size_t i = 0; rc == 0 && i < pg.n; i++) {
-		memcpy(sk, pg.keys[i], 4);
-		memcpy(sk + 4, pg.keys[i] + 12, pg.lens[i] - 12);
-		if ((rc = sl_txn_del(t, SL_TABLE_QSEEN, sk, pg.lens[i] - 8)) == 0)
-			rc = sl_txn_del(t, SL_TABLE_QSEENTS, pg.keys[i], pg.lens[i]);
+		rc = 0;
+	for (size_t i = 0; rc == 0 && i < sw.n; i++)
+		rc = sl_txn_del(t, SL_TABLE_QSEEN, sw.gone[i], SL_SEEN_KEY_LEN);
+	free(sw.gone);
+	if (rc)
+		return rc;
+	/* the next sweep starts just after the last key visited */
+	uint64_t c0 = 0, c1 = 0;
+	if (!wrapped && sw.visited) {
+		c0 = get_be64(sw.last + 5);
+		c1 = get_be64(sw.last + 13) + 1;
+		if (c1 == 0)
+			c0++;
 	}
-	free(pg.keys);
-	free(pg.lens);
-	return rc;
+	qkey(key, sizeof(key), p->qid, "sweep0");
+	if ((rc = sl_txn_meta_put(t, key, c0)))
+		return rc;
+	qkey(key, sizeof(key), p->qid, "sweep1");
+	return sl_txn_meta_put(t, key, c1);
 }
 
 /* ---- per-file records ('f') ---- */
@@ -255,6 +261,22 @@ static int frec_put(struct sl_txn *t, uint32_t qid, const struct planned *f, cha
 	put_be64(v + 42, (uint64_t)threshold_us);
 	memcpy(v + FREC_FIXED, f->path, n);
 	return sl_qlog_put(t, qid, 'f', f->id, v, FREC_FIXED + n);
+}
+
+/* f's record, as planning or a commit settles it. */
+static void frec_of(const struct planned *f, char fate, char flag, uint64_t batch,
+		    int64_t threshold_us, struct sl_file_record *out)
+{
+	out->fate = fate;
+	out->clean = fate == SL_FATE_CLEANED ? flag : 0;
+	out->by_name = fate == SL_FATE_SKIP_SEEN && flag == 'n';
+	out->batch = batch;
+	out->seq = f->seq;
+	out->size = f->size;
+	out->landed_ns = f->landed_ns;
+	out->clock_us = f->clock_us;
+	out->threshold_us = threshold_us;
+	snprintf(out->path, sizeof(out->path), "%s", f->path);
 }
 
 static int frec_decode(const unsigned char *v, size_t len, struct sl_file_record *out)
@@ -313,17 +335,14 @@ int sl_file_record_each(struct sl_txn *t, uint32_t qid,
 	*e = (struct frec_each){.t = t, .qid = qid, .fn = fn, .ctx = ctx};
 	rc = sl_qlog_each(t, qid, 'f', frec_each_cb, e);
 	free(e);
-	return rc;
+	return rc ? rc : sl_hist_each(t, qid, fn, ctx);
 }
 
-static bool in_batch(const struct sl_source *p, const struct seen_key *k)
+static bool in_batch(const struct sl_source *p, const unsigned char *k)
 {
-	for (size_t i = 0; i < p->n; i++) {
-		struct seen_key o;
-		seen_key(p->qid, p->q, p->files[i].path, &o);
-		if (o.len == k->len && !memcmp(o.k, k->k, k->len))
+	for (size_t i = 0; i < p->n; i++)
+		if (!memcmp(p->files[i].seen_key, k, SL_SEEN_KEY_LEN))
 			return true;
-	}
 	return false;
 }
 
@@ -349,9 +368,8 @@ static int plan_each(void *ctx, const void *key, size_t klen, const void *val, s
 	 * went) is skipped, and so is a file older than the newest planned so
 	 * far minus maxFileAge (the first batch takes all).
 	 */
-	struct seen_key sk;
-	seen_key(p->qid, p->q, tmp.path, &sk);
-	bool seen = seen_has(p->t, &sk) || in_batch(p, &sk);
+	seen_key(p, tmp.path, tmp.seen_key);
+	bool seen = seen_has(p->t, p, tmp.seen_key) || in_batch(p, tmp.seen_key);
 	tmp.seen = seen; /* both reasons: counted as seen, the more specific one */
 	if (seen || (p->maxts && tmp.clock_us < (int64_t)p->maxts - src->max_file_age_us &&
 		     !(src->latest_first && (src->max_files || src->max_bytes)))) {
@@ -433,6 +451,9 @@ static int file_latest_offset(struct sl_source *p, struct sl_txn *t, struct sl_s
 	p->t = t;
 	qkey(key, sizeof(key), p->qid, "maxts");
 	if ((rc = sl_txn_meta_get(t, key, &p->maxts)))
+		return rc;
+	qkey(key, sizeof(key), p->qid, "purged");
+	if ((rc = sl_txn_meta_get(t, key, &p->purged)))
 		return rc;
 	put_be32(prefix, p->qid);
 	/* landing order; latestFirst takes the newest first */
@@ -536,16 +557,13 @@ static int file_log(struct sl_source *p, struct sl_txn *t, uint64_t batch, int64
 	if (rc == 0)
 		rc = sl_qlog_put(t, p->qid, 'b', batch, rec, 24 + p->n * 8);
 	if (rc == 0)
-		rc = sl_qlog_put(t, p->qid, 's', p->k, src.p, src.len);
-	for (size_t i = 0; rc == 0 && i < p->n; i++) {
-		struct seen_key sk;
-		seen_key(p->qid, p->q, p->files[i].path, &sk);
-		rc = seen_add(t, &sk, p->files[i].clock_us);
-	}
+		rc = sl_qlog_put_packed(t, p->qid, 's', p->k, src.p, src.len);
+	for (size_t i = 0; rc == 0 && i < p->n; i++)
+		rc = seen_add(t, p->files[i].seen_key, p->files[i].clock_us);
 	/* with latestFirst and a cap Spark never purges: maxFileAge is off */
 	const struct sl_source_config *sc = &p->q->source;
 	if (rc == 0 && !(sc->latest_first && (sc->max_files || sc->max_bytes)))
-		rc = seen_purge(t, p->qid, (int64_t)maxts - sc->max_file_age_us);
+		rc = seen_purge(t, p, (int64_t)maxts - sc->max_file_age_us, 2 * p->n + SWEEP_MIN);
 	if (rc == 0) {
 		qkey(key, sizeof(key), p->qid, "maxts");
 		rc = sl_txn_meta_put(t, key, maxts);
@@ -574,6 +592,8 @@ static int file_pending(struct sl_txn *t, const struct sl_query_config *q, uint3
 	return rc == SL_NOTFOUND ? 0 : rc;
 }
 
+static int history_upkeep(struct sl_txn *t, struct sl_source *p, size_t budget);
+
 static int file_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch,
 			   struct sl_source_metrics *m)
 {
@@ -591,12 +611,22 @@ static int file_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch
 			ids[i] = p->files[i].id;
 		rc = sl_qlog_put(t, p->qid, 'x', batch, ids, p->n * 8);
 		free(ids);
+		/* settled: the live records go into the history */
 		char how = p->q->source.clean == SL_CLEAN_ARCHIVE ? 'a' : 'd';
-		for (size_t i = 0; rc == 0 && i < p->n; i++)
-			rc = frec_put(t, p->qid, &p->files[i], SL_FATE_CLEANED, how, batch, 0);
+		struct sl_hist h = {0};
+		for (size_t i = 0; rc == 0 && i < p->n; i++) {
+			frec_of(&p->files[i], SL_FATE_CLEANED, how, batch, 0, &p->rec);
+			sl_hist_add(&h, p->files[i].id, &p->rec);
+			rc = sl_qlog_del(t, p->qid, 'f', p->files[i].id);
+		}
+		if (rc == 0)
+			rc = sl_hist_flush(t, p->qid, &h, sl_hist_now_ms());
+		sl_hist_release(&h);
 		if (rc)
 			return rc;
 	}
+	if ((rc = history_upkeep(t, p, 2 * p->n + SWEEP_MIN)))
+		return rc;
 	/* the log keeps the last 100 batches and entries (Spark's minBatchesToRetain) */
 	if (batch >= 100 && (rc = sl_qlog_del(t, p->qid, 'b', batch - 100)))
 		return rc;
@@ -608,6 +638,80 @@ static int file_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch
 	m->skipped_age = sk.age;
 	m->skipped_seen = sk.seen;
 	return 0;
+}
+
+/*
+ * The history's upkeep at each commit: segments older than fileHistory go,
+ * and live records of files removed since (by a user, without cleanSource)
+ * move into the history, up to budget visited per commit from where the
+ * last visit stopped ("q.<qid>.fsweep": the next file id).
+ */
+struct live_sweep {
+	struct sl_txn *t;
+	size_t budget, visited;
+	uint64_t *gone, next;
+	size_t n;
+};
+
+static int live_each(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	struct live_sweep *ls = ctx;
+	struct sl_inode i;
+	int rc;
+
+	(void)val, (void)vlen;
+	if (klen != 13)
+		return SL_ECORRUPT;
+	if (ls->visited == ls->budget)
+		return 1;
+	ls->visited++;
+	uint64_t id = get_be64((const unsigned char *)key + 5);
+	ls->next = id + 1;
+	rc = sl_txn_inode_get(ls->t, id, &i);
+	if (rc == SL_NOTFOUND)
+		ls->gone[ls->n++] = id;
+	else if (rc)
+		return rc;
+	return 0;
+}
+
+static int history_upkeep(struct sl_txn *t, struct sl_source *p, size_t budget)
+{
+	int64_t now_ms = sl_hist_now_ms();
+	struct live_sweep ls = {.t = t, .budget = budget};
+	unsigned char prefix[5], from[13];
+	uint64_t cursor;
+	char key[48];
+	int rc;
+
+	if ((rc = sl_hist_prune(t, p->qid, now_ms - p->q->source.file_history_us / 1000)))
+		return rc;
+	qkey(key, sizeof(key), p->qid, "fsweep");
+	if ((rc = sl_txn_meta_get(t, key, &cursor)))
+		return rc;
+	put_be32(prefix, p->qid);
+	prefix[4] = 'f';
+	memcpy(from, prefix, 5);
+	put_be64(from + 5, cursor);
+	if (!(ls.gone = malloc(budget * sizeof(*ls.gone))))
+		return ENOMEM;
+	rc = sl_txn_each_from(t, SL_TABLE_QLOG, prefix, 5, from, sizeof(from), live_each, &ls);
+	if (rc == 0)
+		ls.next = 0; /* reached the end: the next visit starts over */
+	else if (rc == 1)
+		rc = 0;
+	struct sl_hist h = {0};
+	for (size_t i = 0; rc == 0 && i < ls.n; i++) {
+		if ((rc = sl_file_record_get(t, p->qid, ls.gone[i], &p->rec)))
+			break;
+		sl_hist_add(&h, ls.gone[i], &p->rec);
+		rc = sl_qlog_del(t, p->qid, 'f', ls.gone[i]);
+	}
+	if (rc == 0)
+		rc = sl_hist_flush(t, p->qid, &h, now_ms);
+	sl_hist_release(&h);
+	free(ls.gone);
+	return rc ? rc : sl_txn_meta_put(t, key, ls.next);
 }
 
 /* ---- cleanSource ---- */
@@ -658,7 +762,8 @@ static int file_open(const struct sl_source_args *a, struct sl_source **out)
 	p->qid = a->qid;
 	p->seq_limit = a->seq_limit;
 	p->ignore_caps = a->ignore_caps;
-	if ((rc = sl_decoder_new(a->q, &p->dec))) {
+	if ((rc = sl_file_upgrade(sl_land_catalog(a->l), p->seen_hash)) ||
+	    (rc = sl_decoder_new(a->q, &p->dec))) {
 		free(p);
 		return rc;
 	}

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* The checkpoint log's keys, and intents carried out after a commit (see qlog.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bytes.h"
 #include "catalog.h"
+#include "codec.h"
 #include "err.h"
 #include "qlog.h"
 
@@ -141,5 +143,66 @@ int sl_qlog_each_intent(struct sl_catalog *cat, uint32_t qid, char kind,
 				return rc;
 		}
 	} while (in.n == 64);
+	return 0;
+}
+
+#define PACK_HDR 10
+
+int sl_qlog_put_packed(struct sl_txn *t, uint32_t qid, char kind, uint64_t n, const void *v,
+		       size_t len)
+{
+	void *z;
+	size_t zlen;
+	int rc;
+
+	if (len < SL_QLOG_PACK_MIN)
+		return sl_qlog_put(t, qid, kind, n, v, len);
+	if ((rc = sl_codec_compress(v, len, 3, &z, &zlen)))
+		return rc;
+	unsigned char *p = malloc(PACK_HDR + zlen);
+	if (!p) {
+		free(z);
+		return ENOMEM;
+	}
+	p[0] = 0;
+	p[1] = 'Z';
+	put_be64(p + 2, len);
+	memcpy(p + PACK_HDR, z, zlen);
+	free(z);
+	rc = sl_qlog_put(t, qid, kind, n, p, PACK_HDR + zlen);
+	free(p);
+	return rc;
+}
+
+static bool packed(const void *v, size_t len)
+{
+	const unsigned char *p = v;
+	return len >= PACK_HDR && p[0] == 0 && p[1] == 'Z';
+}
+
+size_t sl_qlog_unpacked_size(const void *v, size_t len)
+{
+	return packed(v, len) ? (size_t)get_be64((const unsigned char *)v + 2) : len;
+}
+
+int sl_qlog_unpack(const void *v, size_t len, char **out, size_t *outlen)
+{
+	if (!packed(v, len)) {
+		if (!(*out = malloc(len ? len : 1)))
+			return ENOMEM;
+		memcpy(*out, v, len);
+		*outlen = len;
+		return 0;
+	}
+	size_t want = sl_qlog_unpacked_size(v, len);
+	void *raw;
+	int rc = sl_codec_decompress((const char *)v + PACK_HDR, len - PACK_HDR, want, &raw, outlen);
+	if (rc)
+		return rc == SL_EMALFORMED ? SL_ECORRUPT : rc;
+	if (*outlen != want) {
+		free(raw);
+		return SL_ECORRUPT;
+	}
+	*out = raw;
 	return 0;
 }

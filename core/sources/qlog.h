@@ -65,4 +65,19 @@ void sl_qlog_meta_key(char *buf, size_t len, uint32_t qid, const char *what);
 int sl_qlog_each_intent(struct sl_catalog *cat, uint32_t qid, char kind,
 			int (*act)(void *ctx, const uint64_t *ids, size_t n), void *ctx);
 
+/*
+ * Packed entries: a long text (the file source's sources/0/K, a path per
+ * file) is stored zstd-compressed as "\0Z" | its length u64 (big-endian) |
+ * a zstd frame; text never starts with a NUL. sl_qlog_put_packed() packs
+ * values of SL_QLOG_PACK_MIN bytes or more; readers of such a kind unpack
+ * with sl_qlog_unpack() and size it with sl_qlog_unpacked_size().
+ */
+#define SL_QLOG_PACK_MIN 4096
+int sl_qlog_put_packed(struct sl_txn *t, uint32_t qid, char kind, uint64_t n, const void *v,
+		       size_t len);
+/* The length of stored value v (len bytes) once unpacked. */
+size_t sl_qlog_unpacked_size(const void *v, size_t len);
+/* v unpacked into a new buffer *out (free() it) of *outlen bytes. */
+int sl_qlog_unpack(const void *v, size_t len, char **out, size_t *outlen);
+
 #endif

@@ -34,6 +34,7 @@
  * Version 1 records (name at 64) are still read.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -53,7 +54,6 @@
 #define INODE_HDR_V1 64
 #define INODE_HDR 72
 #define INODE_VERSION 2
-#define CATALOG_FORMAT 1
 #define MAP_INITIAL (64ull << 20)
 #define ID_RANGE 4096
 #define LAZY_NS 3000000 /* a lazy request waits at most 3 ms for company */
@@ -192,6 +192,16 @@ static int ensure_roots(struct sl_txn *t)
 	return 0;
 }
 
+/* A catalog of a newer sluice: never misread, refused naming both versions. */
+static int too_new(uint64_t fmt)
+{
+	sl_log(SL_LOG_ERR,
+	       "catalog format %" PRIu64 " was written by a newer sluice; this one reads formats "
+	       "1 to %d",
+	       fmt, SL_CATALOG_FORMAT);
+	return SL_EVERSION;
+}
+
 /* Writes the fixed folders and the format marker into a new catalog. */
 static int init_apply(struct sl_txn *t, void *arg)
 {
@@ -202,15 +212,15 @@ static int init_apply(struct sl_txn *t, void *arg)
 	rc = sl_txn_meta_get(t, "format", &fmt);
 	if (rc)
 		return rc;
-	if (fmt != 0 && fmt != CATALOG_FORMAT)
-		return SL_EVERSION;
+	if (fmt > SL_CATALOG_FORMAT)
+		return too_new(fmt);
 	/* also for catalogs made before out/ lived in the catalog */
 	if ((rc = ensure_roots(t)) || fmt != 0)
 		return rc;
 	if ((rc = sl_txn_meta_put(t, "id_hi", SL_ID_FIRST)) ||
 	    (rc = sl_txn_meta_put(t, "id_settled", SL_ID_FIRST)))
 		return rc;
-	return sl_txn_meta_put(t, "format", CATALOG_FORMAT);
+	return sl_txn_meta_put(t, "format", SL_CATALOG_FORMAT);
 }
 
 static int reserve_apply(struct sl_txn *t, void *arg)
@@ -234,8 +244,10 @@ static int read_ids(struct sl_catalog *cat)
 	sl_txn_end(t);
 	if (rc)
 		return rc;
-	if (fmt != CATALOG_FORMAT)
-		return fmt == 0 ? SL_ECORRUPT : SL_EVERSION;
+	if (fmt == 0)
+		return SL_ECORRUPT;
+	if (fmt > SL_CATALOG_FORMAT)
+		return too_new(fmt);
 	if (hi < SL_ID_FIRST || settled > hi)
 		return SL_ECORRUPT;
 	cat->id_next = cat->id_hi = hi;
@@ -1032,17 +1044,18 @@ int sl_txn_pending_del(struct sl_txn *t, uint64_t id)
  * is 0), in key order; fn returns non-zero to stop, and that is returned.
  * Every forward walk over a table goes through here.
  */
-static int walk(struct sl_txn *t, MDB_dbi dbi, const void *prefix, size_t plen,
-		int (*fn)(void *ctx, const MDB_val *k, const MDB_val *v), void *ctx)
+static int walk_from(struct sl_txn *t, MDB_dbi dbi, const void *prefix, size_t plen,
+		     const void *from, size_t flen,
+		     int (*fn)(void *ctx, const MDB_val *k, const MDB_val *v), void *ctx)
 {
 	MDB_cursor *cur;
-	MDB_val key = {plen, (void *)prefix}, val;
+	MDB_val key = {flen, (void *)from}, val;
 	int rc, stop = 0;
 
 	rc = mdb_cursor_open(t->txn, dbi, &cur);
 	if (rc)
 		return map_rc(rc);
-	for (rc = mdb_cursor_get(cur, &key, &val, plen ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
+	for (rc = mdb_cursor_get(cur, &key, &val, flen ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (plen && (key.mv_size < plen || memcmp(key.mv_data, prefix, plen)))
 			break;
@@ -1053,6 +1066,12 @@ static int walk(struct sl_txn *t, MDB_dbi dbi, const void *prefix, size_t plen,
 	if (stop)
 		return stop;
 	return rc == MDB_NOTFOUND || rc == 0 ? 0 : map_rc(rc);
+}
+
+static int walk(struct sl_txn *t, MDB_dbi dbi, const void *prefix, size_t plen,
+		int (*fn)(void *ctx, const MDB_val *k, const MDB_val *v), void *ctx)
+{
+	return walk_from(t, dbi, prefix, plen, prefix, plen, fn, ctx);
 }
 
 struct pending_walk {
@@ -1215,6 +1234,20 @@ int sl_txn_each(struct sl_txn *t, enum sl_table tb, const void *prefix, size_t p
 	if (!t->cat->tables[tb])
 		return 0;
 	return walk(t, t->cat->tables[tb], prefix, plen, table_cb, &w);
+}
+
+int sl_txn_each_from(struct sl_txn *t, enum sl_table tb, const void *prefix, size_t plen,
+		     const void *from, size_t flen,
+		     int (*fn)(void *ctx, const void *key, size_t klen, const void *val,
+			       size_t vlen),
+		     void *ctx)
+{
+	struct table_walk w = {fn, ctx};
+	if (!t->cat->tables[tb])
+		return 0;
+	if (flen < plen || memcmp(from, prefix, plen))
+		return EINVAL;
+	return walk_from(t, t->cat->tables[tb], prefix, plen, from, flen, table_cb, &w);
 }
 
 struct landed_walk {

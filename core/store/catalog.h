@@ -43,6 +43,15 @@ enum sl_storage { SL_STORE_INLINE = 0, SL_STORE_BLOB = 1 };
 
 #define SL_NAME_MAX 255
 
+/*
+ * The catalog's format (meta "format"), the newest this sluice writes; it
+ * reads every older one and refuses a newer one (SL_EVERSION, logged with
+ * both versions). 1: the first; 2: the file source's seen set keyed by a
+ * keyed hash and its per-file history in compressed segments
+ * (core/sources/file_hist.c migrates a format 1 catalog at a query's start).
+ */
+#define SL_CATALOG_FORMAT 2
+
 /* Fixed ids: inode numbers of the mount's fixed nodes. */
 enum {
 	SL_ID_ROOT = 1,     /* the mount root (FUSE_ROOT_ID) */
@@ -227,6 +236,15 @@ int sl_txn_del(struct sl_txn *txn, enum sl_table t, const void *key, size_t klen
 int sl_txn_each(struct sl_txn *txn, enum sl_table t, const void *prefix, size_t plen,
 		int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
 		void *ctx);
+/*
+ * sl_txn_each() starting at key from (flen bytes, itself included when
+ * present), which starts with prefix.
+ */
+int sl_txn_each_from(struct sl_txn *txn, enum sl_table t, const void *prefix, size_t plen,
+		     const void *from, size_t flen,
+		     int (*fn)(void *ctx, const void *key, size_t klen, const void *val,
+			       size_t vlen),
+		     void *ctx);
 /* The same, last key first. */
 int sl_txn_each_rev(struct sl_txn *txn, enum sl_table t, const void *prefix, size_t plen,
 		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val,
