@@ -95,6 +95,20 @@ static void wait_for(struct sl_engine *e, struct qthread *t, uint64_t *seen, enu
 	pthread_mutex_unlock(&e->mu);
 }
 
+/*
+ * How long an idle query waits for new data before it runs again anyway,
+ * so that parts its sink.retention age expires leave out/ without a new
+ * batch (the run's start expires them): a twentieth of the age, between
+ * 1 s and 60 s; 0 (until woken) without an age.
+ */
+static int64_t retention_tick(const struct sl_query_config *q)
+{
+	int64_t us = q->retention_age_us / 20;
+	if (q->retention_age_us <= 0)
+		return 0;
+	return us < 1000000 ? 1000000 : us > 60000000 ? 60000000 : us;
+}
+
 /* A query committed a batch: a query source reading it may have work. */
 static void committed(void *ctx)
 {
@@ -217,9 +231,9 @@ static void *query_main(void *arg)
 			wait_for(e, t, &seen, ON_NOTHING,
 				 q->trigger_interval_us > 0 ? q->trigger_interval_us : 1);
 		else if (SL_SOURCE_IS_FILE(q->source.format))
-			wait_for(e, t, &seen, ON_LANDING, 0);
+			wait_for(e, t, &seen, ON_LANDING, retention_tick(q));
 		else if (on != ON_NOTHING) /* its upstream's commit, or its reader's spool */
-			wait_for(e, t, &seen, on, 0);
+			wait_for(e, t, &seen, on, retention_tick(q));
 		else /* no landing wakes it: ask the source again every pollInterval */
 			wait_for(e, t, &seen, ON_NOTHING, q->source.poll_interval_us);
 	}

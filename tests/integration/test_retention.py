@@ -415,3 +415,24 @@ def test_a_live_pipeline_loses_no_row(mounts, tmp_path):
     util.wait_for(lambda: sorted(parts(base).values()) == [n - 1], 30, "up's last batch only")
     m.unmount()
     check_consistent(data)
+
+
+def test_age_expires_parts_of_an_idle_query(mounts, tmp_path):
+    """A mount expires parts by age while no new data comes: the idle query
+    runs again every twentieth of the age (at least each second)."""
+    data = str(tmp_path / "data")
+    write_config(data, {"q": query("json", {"age": "2 seconds"}, partition=False)})
+    land(tmp_path, data, "f0.json", rows(0))
+    land(tmp_path, data, "f1.json", rows(1))
+    m = mounts.new(data=data)
+    base = os.path.join(m.mnt, "out", "q")
+    util.wait_for(lambda: os.path.exists(os.path.join(m.mnt, "checkpoint", "q", "commits", "1")),
+                  timeout=60, what="batches 0 and 1")
+    # nothing lands from here on: batch 0's part goes once 2 s old, batch 1's
+    # (the newest) stays
+    util.wait_for(lambda: sorted(parts(base).values()) == [1], timeout=60,
+                  what="batch 0's part to expire without a new batch")
+    assert metric(m.mnt, "sluice_query_parts_expired_total", "q") == 1
+    check_spark_log(m.mnt, "q", parts(base))
+    m.unmount()
+    check_consistent(data)
