@@ -29,6 +29,8 @@
 #include "sink_console.h"
 #include "sink_exec.h"
 #include "sink_file.h"
+#include "sink_kafka.h"
+#include "sluice-build.h"
 #include "source_file.h"
 #include "source_query.h"
 #include "source_process.h"
@@ -262,6 +264,10 @@ static const struct sl_sink_ops *sink_ops(const struct sl_query_config *q)
 		return &sl_sink_console;
 	case SL_SINK_EXEC:
 		return &sl_sink_exec;
+#if SL_HAVE_KAFKA
+	case SL_SINK_KAFKA:
+		return q->kafka_transactional ? &sl_sink_kafka_txn : &sl_sink_kafka;
+#endif
 	default:
 		return &sl_sink_file;
 	}
