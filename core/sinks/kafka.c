@@ -83,7 +83,7 @@ static int errno_of(rd_kafka_resp_err_t e)
 	case RD_KAFKA_RESP_ERR__FENCED:
 	case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
 	case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
-		return EPERM;
+		return ESTALE; /* not EPERM: 1 is run_batch's "nothing to do" */
 	default:
 		return EIO;
 	}
