@@ -514,3 +514,38 @@ def test_real_broker_aborted_batch_invisible(tmp_path):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     assert p.returncode == 0, p.stderr
     assert sorted(p.stdout.decode().split()) == ['{"user":"a"}', '{"user":"b"}']
+
+
+# ---- in a mount ---------------------------------------------------------------
+
+@util.fuse_test_marker()
+def test_mount_retries_then_delivers_once(kc, mounts, tmp_path):
+    """In a mount a Kafka error is the query's lastError and the batch is
+    retried with backoff until it goes through, once; the progress report's
+    sink names the guarantee."""
+    data = str(tmp_path / "data")
+    write_config(data, {"q": query("user STRING", kafka(kc, topic="tx", transactional=True))})
+    kc.command("topicerr tx 3")  # UNKNOWN_TOPIC_OR_PART
+    m = mounts.new(data=data)
+    m.allow(r"retrying in|unknown topic|kafka")
+    os.mkdir(m.inp("ev"))
+    with open(m.inp("ev", "a.json"), "w") as f:
+        f.write('{"user":"a"}\n{"user":"b"}\n')
+
+    def last_error():
+        with open(os.path.join(m.mnt, "status", "q.json")) as f:
+            return (json.load(f) or {}).get("lastError") or ""
+    util.wait_for(lambda: "nknown topic" in last_error(), 30, "the error in status")
+    assert "batch 0" in last_error() and "'tx'" in last_error(), last_error()
+    time.sleep(1.5)  # a retry or two, still failing
+    kc.command("topicerr tx 0")
+    util.wait_for(lambda: "q batch=0" in util.sluice("status", data).stdout, 60,
+                  "the batch committed")
+    with open(os.path.join(m.mnt, "status", "q.json")) as f:
+        st = json.load(f)
+    text = json.dumps(st)
+    assert "KafkaSink[tx, exactly-once]" in text, text
+    assert not st.get("lastError")
+    m.unmount()
+    recs = records(kc, "tx", read_committed=True)
+    assert sorted(r["value"] for r in recs) == ['{"user":"a"}', '{"user":"b"}']
