@@ -224,6 +224,11 @@ int sl_engine_check_changes(struct sl_land *l, const struct sl_config *cfg, char
 		const struct sl_query_config *q = sl_config_query(cfg, k);
 		struct sl_txn *t;
 		uint32_t qid;
+#if SL_HAVE_KAFKA
+		/* librdkafka's properties, which the config layer cannot know */
+		if (q->sink_format == SL_SINK_KAFKA && (rc = sl_sink_kafka_check(q, err, errlen)))
+			return rc;
+#endif
 		if ((rc = sl_catalog_read(cat, &t)))
 			return rc;
 		rc = sl_qindex_qid(t, q->name, &qid);

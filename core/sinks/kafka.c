@@ -884,6 +884,35 @@ static void kafka_close(struct sl_sink *s)
 	free(s);
 }
 
+int sl_sink_kafka_check(const struct sl_query_config *q, char *err, size_t errlen)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char why[256];
+	int rc = 0;
+
+	if (!conf)
+		return ENOMEM;
+	for (size_t i = 0; rc == 0 && i < q->nkafka_conf; i++) {
+		const char *name = q->kafka_conf[2 * i], *value = q->kafka_conf[2 * i + 1];
+		rd_kafka_conf_res_t r;
+		why[0] = 0;
+		if (sl_secret_is_ref(value)) {
+			/* the value is known only when the batch runs: the name, at least */
+			r = rd_kafka_conf_set(conf, name, "", why, sizeof(why));
+			if (r == RD_KAFKA_CONF_INVALID)
+				r = RD_KAFKA_CONF_OK; /* a known name ("" is no value of it) */
+		} else {
+			r = rd_kafka_conf_set(conf, name, value, why, sizeof(why));
+		}
+		if (r != RD_KAFKA_CONF_OK) {
+			snprintf(err, errlen, "queries.%s.sink.kafka.%s: %s", q->name, name, why);
+			rc = SL_ECONFIG;
+		}
+	}
+	rd_kafka_conf_destroy(conf);
+	return rc;
+}
+
 static int open_any(const struct sl_sink_args *a, bool txn, struct sl_sink **out)
 {
 	const struct sl_query_config *q = a->q;

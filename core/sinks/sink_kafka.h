@@ -33,4 +33,15 @@
 extern const struct sl_sink_ops sl_sink_kafka;
 extern const struct sl_sink_ops sl_sink_kafka_txn;
 
+struct sl_query_config;
+
+/*
+ * Checks q's kafka.* options against librdkafka (the property names, and
+ * the values that are not @env:/@file: references) without connecting:
+ * 0, or SL_ECONFIG with err naming the field
+ * ("queries.q.sink.kafka.lingr.ms: No such configuration property ..."),
+ * or ENOMEM. Run where a start refuses a config (exit 4).
+ */
+int sl_sink_kafka_check(const struct sl_query_config *q, char *err, size_t errlen);
+
 #endif

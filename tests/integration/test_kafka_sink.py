@@ -223,6 +223,13 @@ def test_at_least_once_by_default(kc, tmp_path):
      "sink.compression"),
     ({"kafka.bootstrap.servers": "h:1", "topic": "t", "transactional": "yes"}, None,
      "sink.transactional"),
+    # librdkafka's own checks, at start too
+    ({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.lingr.ms": "5"}, None,
+     "sink.kafka.lingr.ms"),
+    ({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.acks": "sometimes"}, None,
+     "sink.kafka.acks"),
+    ({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.sasl.passwrd": "@env:X"}, None,
+     "sink.kafka.sasl.passwrd"),
 ])
 def test_refusals_name_the_field(tmp_path, sink, schema, field):
     data = str(tmp_path / "data")
