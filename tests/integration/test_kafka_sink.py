@@ -158,6 +158,23 @@ def test_spark_columns(kc, tmp_path):
     assert len({r["headers"]["sluice.query"] for r in other}) == 2
 
 
+def test_bad_headers_and_null_topic(kc, tmp_path):
+    """A headers value that is not a JSON object of strings, and a null
+    topic without the topic option, fail the batch naming the row."""
+    data = str(tmp_path / "data")
+    write_config(data, {"q": query("value STRING, topic STRING, headers STRING", kafka(kc))})
+    land(tmp_path, data, "a.json", [{"value": "a", "topic": "events", "headers": '{"k": 1}'}])
+    run(data, expect=1)
+    err = status(data)["q"]["lastError"]
+    assert "row 0" in err and "headers column is not a JSON object" in err, err
+    data2 = str(tmp_path / "data2")
+    write_config(data2, {"q": query("value STRING, topic STRING", kafka(kc))})
+    land(tmp_path, data2, "b.json", [{"value": "a", "topic": "events"}, {"value": "b"}])
+    run(data2, expect=1)
+    err = status(data2)["q"]["lastError"]
+    assert "null topic present in the data (row 1)" in err, err
+
+
 def test_key_column(kc, tmp_path):
     """keyColumn: the named column's text becomes the key (numbers as Spark
     casts them); the value is still the whole row."""
