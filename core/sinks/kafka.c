@@ -752,6 +752,10 @@ static void txn_abort(struct sl_sink *s)
 		return;
 	rd_kafka_error_t *e = rd_kafka_abort_transaction(s->rk, TXN_TIMEOUT_MS);
 	s->in_txn = false;
+	if (!e) /* always after a failure: say which */
+		sl_log(SL_LOG_WARNING,
+		       "query '%s': kafka: aborted the transaction of batch %" PRIu64 " (%s)",
+		       s->q->name, s->batch, s->error[0] ? s->error : "failed");
 	if (e) {
 		bool fatal = rd_kafka_error_is_fatal(e);
 		sl_log(SL_LOG_WARNING, "query '%s': kafka: cannot abort a transaction: %s",

@@ -77,7 +77,8 @@ class MockCluster:
 
     def command(self, line):
         """Sends one fault-injection command (tests/kafka/mock-cluster.c:
-        err APIKEY CODE..., topicerr TOPIC CODE, down N, up N)."""
+        err APIKEY CODE..., topicerr TOPIC CODE, down N, up N,
+        slow APIKEY MS COUNT)."""
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
         answer = self.proc.stdout.readline().strip()

@@ -574,3 +574,27 @@ def test_mount_retries_then_delivers_once(kc, mounts, tmp_path):
     m.unmount()
     recs = records(kc, "tx", read_committed=True)
     assert sorted(r["value"] for r in recs) == ['{"user":"a"}', '{"user":"b"}']
+
+
+@util.fuse_test_marker()
+def test_unmount_aborts_open_transaction(kc, mounts, tmp_path):
+    """An unmount while a transactional batch waits on the brokers aborts
+    its transaction, promptly; the next start produces the batch, and
+    read_committed sees it once."""
+    data = str(tmp_path / "data")
+    write_config(data, {"q": query("user STRING", kafka(kc, topic="tx", transactional=True))})
+    kc.command("slow 0 4000 3")  # Produce answered 4 s late
+    m = mounts.new(data=data)
+    m.allow(r"kafka|abandoned|retrying in")
+    os.mkdir(m.inp("ev"))
+    with open(m.inp("ev", "a.json"), "w") as f:
+        f.write('{"user":"a"}\n{"user":"b"}\n')
+    time.sleep(1.5)  # the batch is producing, its acknowledgements delayed
+    t0 = time.monotonic()
+    m.unmount()
+    assert time.monotonic() - t0 < 10
+    assert "aborted the transaction of batch 0" in m.stderr(), m.stderr()
+    assert "q batch=-" in util.sluice("status", data).stdout
+    run(data)
+    recs = records(kc, "tx", read_committed=True)
+    assert sorted(r["value"] for r in recs) == ['{"user":"a"}', '{"user":"b"}']

@@ -19,6 +19,8 @@
  *                               error codes, in order
  *   topicerr TOPIC CODE         Metadata answers CODE for TOPIC (0 clears)
  *   down BROKER / up BROKER     a broker (1..BROKERS) stops / resumes serving
+ *   slow APIKEY MS COUNT        every broker answers its next COUNT requests
+ *                               of that ApiKey MS milliseconds late
  *
  * Exit: 0 after a clean stop, 1 when the cluster cannot start, 2 on usage.
  */
@@ -42,7 +44,7 @@ static void on_signal(int sig)
 }
 
 /* Runs one command line; answers on stdout. */
-static void command(rd_kafka_mock_cluster_t *mc, char *line)
+static void command(rd_kafka_mock_cluster_t *mc, int brokers, char *line)
 {
 	char *words[66];
 	int n = 0;
@@ -66,6 +68,12 @@ static void command(rd_kafka_mock_cluster_t *mc, char *line)
 			fflush(stdout);
 			return;
 		}
+	} else if (n == 4 && !strcmp(words[0], "slow")) {
+		int ms = atoi(words[2]), count = atoi(words[3]);
+		for (int b = 1; b <= brokers; b++)
+			for (int i = 0; i < count; i++)
+				rd_kafka_mock_broker_push_request_error_rtts(
+				    mc, b, (int16_t)atoi(words[1]), 1, RD_KAFKA_RESP_ERR_NO_ERROR, ms);
 	} else if (n > 0) {
 		printf("error: unknown command '%s'\n", words[0]);
 		fflush(stdout);
@@ -159,7 +167,7 @@ int main(int argc, char **argv)
 			char *nl;
 			while ((nl = memchr(line, '\n', len))) {
 				*nl = 0;
-				command(mc, line);
+				command(mc, brokers, line);
 				len -= (size_t)(nl + 1 - line);
 				memmove(line, nl + 1, len);
 			}
