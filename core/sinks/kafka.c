@@ -98,6 +98,8 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 		s->delivered++;
 		return;
 	}
+	if (m->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || m->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+		return; /* dropped by us after a failure, which is the error to report */
 	if (s->dr_err)
 		return; /* the first error names the cause */
 	s->dr_err = m->err;
@@ -725,6 +727,14 @@ static int produce_all(struct sl_sink *s, uint64_t batch, const struct sl_batch 
 	sl_strbuf_release(&text);
 	if (rc == 0)
 		rc = flush_all(s, batch);
+	if (rc && !s->txn) {
+		/*
+		 * What the failed batch left queued must not go out with the
+		 * next one (an abort does this for a transaction).
+		 */
+		rd_kafka_purge(s->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+		rd_kafka_flush(s->rk, 1000);
+	}
 	return rc;
 }
 
@@ -801,9 +811,14 @@ static int write_txn(struct sl_sink *s, uint64_t batch, const struct sl_batch *r
 	SL_FAULT("kafka.before_commit");
 	e = rd_kafka_commit_transaction(s->rk, TXN_TIMEOUT_MS);
 	if (e) {
-		if (rd_kafka_error_txn_requires_abort(e))
-			txn_abort(s);
-		return txn_fail(s, e, "commit", batch);
+		/*
+		 * Aborted whatever the error (a timed-out commit may have
+		 * committed: the replay's scan tells); a fatal one drops the
+		 * producer, and the next batch fences in again.
+		 */
+		rc = txn_fail(s, e, "commit", batch);
+		txn_abort(s);
+		return rc;
 	}
 	s->in_txn = false;
 	SL_FAULT("kafka.after_commit");
