@@ -192,6 +192,13 @@ static int make_conf(struct sl_sink *s, bool consumer, rd_kafka_conf_t **out)
 	return 0;
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Ends the producer (after a fatal error, or at close): an open transaction is aborted. */
 static void drop_producer(struct sl_sink *s)
 {
@@ -261,8 +268,16 @@ static int ensure_producer(struct sl_sink *s)
 	}
 	if (!s->txn)
 		return 0;
-	/* fences any earlier producer of this query and aborts what it left open */
-	rd_kafka_error_t *e = rd_kafka_init_transactions(s->rk, TXN_TIMEOUT_MS);
+	/*
+	 * Fences any earlier producer of this query and aborts what it left
+	 * open. Asked a second at a time, so that an unmount does not wait for
+	 * unreachable brokers (a timed-out init may be called again).
+	 */
+	rd_kafka_error_t *e;
+	int64_t deadline = now_ms() + TXN_TIMEOUT_MS;
+	while ((e = rd_kafka_init_transactions(s->rk, 1000)) && rd_kafka_error_is_retriable(e) &&
+	       now_ms() < deadline && !(s->stop && *s->stop))
+		rd_kafka_error_destroy(e);
 	if (e) {
 		rc = fail(s, errno_of(rd_kafka_error_code(e)),
 			  "kafka: cannot start transactions (transactional.id sluice-%s): %s",
@@ -373,13 +388,6 @@ static bool header_is(const rd_kafka_message_t *m, const char *name, const char 
 	    rd_kafka_header_get_last(h, name, &v, &len) || !v)
 		return false;
 	return len == strlen(want) && !memcmp(v, want, len);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /*
