@@ -38,6 +38,7 @@ enum field {
 	F_PROCESS_SCHEMA, /* process only: the whole schema, which its program answers in */
 	F_SOURCE_HOST,   /* socket only: its line is left out for other sources */
 	F_SOURCE_PORT,   /* socket only, likewise */
+	F_SINK_TOPIC,    /* kafka sink only: its topic option; left out for other sinks */
 	F_SOURCE_SCHEMA, /* checked apart: only the types of columns in state */
 	NFIELDS,
 };
@@ -65,6 +66,7 @@ static const struct {
     [F_PROCESS_SCHEMA] = {"source.processSchema", "", "source.schema"},
     [F_SOURCE_HOST] = {"source.host", ""},
     [F_SOURCE_PORT] = {"source.port", ""},
+    [F_SINK_TOPIC] = {"sink.topic", ""},
 };
 
 static bool is_plain(char c)
@@ -313,6 +315,10 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 			sl_strbuf_adds(b, port);
 		}
 		break;
+	case F_SINK_TOPIC: /* kafka: where batches went; recovery reads its partitions */
+		if (q->sink_format == SL_SINK_KAFKA && q->kafka_topic)
+			sl_strbuf_adds(b, q->kafka_topic);
+		break;
 	case NFIELDS:
 		break;
 	}
@@ -347,7 +353,8 @@ int sl_compat_describe(const struct sl_query_config *q, char **out, size_t *len)
 		raw.len = 0;
 		put_field(&raw, q, (enum field)f);
 		if ((f == F_SINK_COMMAND || f == F_SOURCE_COMMAND || f == F_PROCESS_SCHEMA ||
-		     f == F_SOURCE_QUERY || f == F_SOURCE_HOST || f == F_SOURCE_PORT) &&
+		     f == F_SOURCE_QUERY || f == F_SOURCE_HOST || f == F_SOURCE_PORT ||
+		     f == F_SINK_TOPIC) &&
 		    raw.len == 0)
 			continue; /* only some sinks and sources have these lines */
 		sl_strbuf_adds(&b, fields[f].key);

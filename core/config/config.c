@@ -771,6 +771,10 @@ static void query_release(struct sl_query_config *q)
 	for (size_t i = 0; i < q->exec_argc; i++)
 		free(q->exec_argv[i]);
 	free(q->exec_argv);
+	for (size_t i = 0; i < 2 * q->nkafka_conf; i++)
+		free(q->kafka_conf[i]);
+	free(q->kafka_conf);
+	free(q->kafka_topic);
 	free(q->source.upstream);
 	for (size_t i = 0; i < q->source.argc; i++)
 		free(q->source.argv[i]);
@@ -834,7 +838,8 @@ const char *sl_config_sink_name(enum sl_sink_format f)
 {
 	static const char *const names[] = {
 	    [SL_SINK_JSON] = "json", [SL_SINK_CSV] = "csv", [SL_SINK_PARQUET] = "parquet",
-	    [SL_SINK_CONSOLE] = "console", [SL_SINK_EXEC] = "exec"};
+	    [SL_SINK_CONSOLE] = "console", [SL_SINK_EXEC] = "exec",
+	    [SL_SINK_KAFKA] = "kafka"};
 	return (size_t)f < sizeof(names) / sizeof(names[0]) && names[f] ? names[f] : "?";
 }
 
@@ -1009,8 +1014,54 @@ int sl_config_partition_add(struct sl_query_config *q, const char *name, char *e
 	return 0;
 }
 
+/*
+ * The kafka sink's input columns (Spark's, matched by exact name): value
+ * STRING (else each row whole as JSON), key and topic STRING, partition INT
+ * or BIGINT, headers STRING (a JSON object of string values); a topic
+ * option or column; transactional wants the option (one fixed topic).
+ */
+static int kafka_finish(const struct sl_query_config *q, char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		enum sl_type type, alt;
+	} cols[] = {{"value", SL_TYPE_STRING, SL_TYPE_STRING},
+		    {"key", SL_TYPE_STRING, SL_TYPE_STRING},
+		    {"topic", SL_TYPE_STRING, SL_TYPE_STRING},
+		    {"partition", SL_TYPE_INT, SL_TYPE_BIGINT},
+		    {"headers", SL_TYPE_STRING, SL_TYPE_STRING}};
+
+	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
+		long c = sl_config_schema_find(&q->out, cols[i].name);
+		if (c < 0)
+			continue;
+		enum sl_type t = q->out.cols[c].type;
+		if (t != cols[i].type && t != cols[i].alt)
+			return fail(err, errlen,
+				    "queries.%s.sink.format: kafka: the %s column is %s, but %s "
+				    "must be %s%s",
+				    q->name, cols[i].name, sl_config_type_name(t), cols[i].name,
+				    sl_config_type_name(cols[i].type),
+				    cols[i].alt != cols[i].type ? " or BIGINT" : "");
+	}
+	if (q->kafka_transactional && !q->kafka_topic)
+		return fail(err, errlen,
+			    "queries.%s.sink.topic: required with transactional (one fixed topic, "
+			    "whose partitions recovery reads)",
+			    q->name);
+	if (!q->kafka_topic && sl_config_schema_find(&q->out, "topic") < 0)
+		return fail(err, errlen,
+			    "queries.%s.sink.topic: required when the rows have no topic column",
+			    q->name);
+	return 0;
+}
+
 int sl_config_query_finish(struct sl_query_config *q, char *err, size_t errlen)
 {
+	int rc;
+
+	if (q->sink_format == SL_SINK_KAFKA && (rc = kafka_finish(q, err, errlen)))
+		return rc;
 	if (q->npartition_by && q->npartition_by >= q->out.n)
 		return fail(err, errlen,
 			    "queries.%s.sink.partitionBy: cannot partition by every column: rows "

@@ -125,7 +125,14 @@ struct sl_aggregate {
 };
 
 enum sl_output_mode { SL_OUTPUT_APPEND, SL_OUTPUT_UPDATE, SL_OUTPUT_COMPLETE };
-enum sl_sink_format { SL_SINK_JSON, SL_SINK_CSV, SL_SINK_PARQUET, SL_SINK_CONSOLE, SL_SINK_EXEC };
+enum sl_sink_format {
+	SL_SINK_JSON,
+	SL_SINK_CSV,
+	SL_SINK_PARQUET,
+	SL_SINK_CONSOLE,
+	SL_SINK_EXEC,
+	SL_SINK_KAFKA, /* kafka: records to a topic (CONNECTORS §7) */
+};
 enum sl_compression { SL_COMPRESSION_NONE, SL_COMPRESSION_ZSTD };
 
 /* No trigger means event-driven: run while there is backlog, else wait for a landing. */
@@ -169,6 +176,12 @@ struct sl_query_config {
 	size_t exec_argc;		 /* exec: its words, >= 1 */
 	bool exec_csv;			 /* exec: input csv (with a header) rather than json */
 	int64_t exec_timeout_us;	 /* exec: timeout, > 0; default 5 minutes */
+	/* kafka (CONNECTORS §7; sinks/sink_kafka.h) */
+	char **kafka_conf;	  /* kafka.* options: name (without "kafka."), value, ... */
+	size_t nkafka_conf;	  /* pairs in kafka_conf */
+	char *kafka_topic;	  /* topic, trimmed, non-empty; NULL: each row's topic column */
+	long kafka_key_col;	  /* keyColumn as an index into out.cols; -1 when unset */
+	bool kafka_transactional; /* transactional: one Kafka transaction per batch */
 	enum sl_compression compression; /* sink.compression; default none (zstd for parquet) */
 	uint64_t row_group_bytes;	 /* sink.rowGroupSize (parquet); 0: the default, 64 MiB */
 	size_t *partition_by;		 /* sink.partitionBy as indexes into out.cols, in order */

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "err.h"
+#include "sluice-build.h"
 
 #define AGG_NAME_MAX 255 /* longest aggregate output name, in bytes */
 
@@ -514,9 +515,7 @@ static int walk_query_source(struct walk *w, json_t *src, struct sl_query_config
 	else if (up->sink_format != SL_SINK_JSON)
 		rc = wfail(w, "query '%s' writes with the %s sink: a query source reads the json "
 			   "sink's output (its types survive)",
-			   name, up->sink_format == SL_SINK_CSV ? "csv"
-				 : up->sink_format == SL_SINK_PARQUET ? "parquet"
-				 : up->sink_format == SL_SINK_CONSOLE ? "console" : "exec");
+			   name, sl_config_sink_name(up->sink_format));
 	else if (up->output_mode == SL_OUTPUT_COMPLETE)
 		rc = wfail(w, "query '%s' has outputMode complete, whose batches replace their rows: "
 			   "a query source reads append or update output",
@@ -1053,6 +1052,112 @@ static int walk_sink_options(struct walk *w, json_t *sink, struct sl_query_confi
 	return read_nonneg(w, sink, "numRows", INT32_MAX - 1, &q->console_rows);
 }
 
+/* Whether a kafka.* option holds a secret: the name says so, or its value is a reference. */
+static bool kafka_secret(const char *name, const char *value)
+{
+	return strcasestr(name, "password") || strcasestr(name, "secret") ||
+	       !strncmp(value, "@env:", 5) || !strncmp(value, "@file:", 6);
+}
+
+/*
+ * The kafka sink (CONNECTORS §7): Spark's topic and kafka.* pass-through
+ * (kafka.bootstrap.servers required; the serializers refused, as Spark),
+ * keyColumn and transactional beyond Spark. The columns are checked with
+ * the output rows (config.c).
+ */
+static int walk_kafka(struct walk *w, json_t *sink, struct sl_query_config *q)
+{
+	static const char *const keys[] = {"format", "topic", "keyColumn", "transactional", NULL};
+	static const char *const refused[] = {"kafka.key.serializer", "kafka.value.serializer",
+					      "kafka.transactional.id", NULL};
+	struct field ft = {"transactional", K_BOOL, &q->kafka_transactional, 0};
+	const char *key, *topic = NULL, *kc = NULL;
+	char buf[64];
+	bool bootstrap = false;
+	json_t *v;
+	size_t old, n = 0;
+	int rc = 0;
+
+	q->kafka_key_col = -1;
+#if !SL_HAVE_KAFKA
+	old = push_key(w, "format");
+	rc = wfail(w, "kafka: this sluice was built without librdkafka (meson -Dkafka=enabled)");
+	pop(w, old);
+	return rc;
+#endif
+	q->kafka_conf = calloc(2 * json_object_size(sink) + 1, sizeof(char *));
+	if (!q->kafka_conf)
+		return ENOMEM;
+	json_object_foreach(sink, key, v) {
+		struct sl_config_value cv;
+		const char *text;
+		if (strncmp(key, "kafka.", 6)) {
+			for (n = 0; keys[n] && strcmp(keys[n], key); n++)
+				;
+			if (keys[n])
+				continue;
+			old = push_key(w, key);
+			rc = wfail(w, "not an option of the kafka sink");
+			pop(w, old);
+			return rc;
+		}
+		old = push_key(w, key);
+		for (n = 0; refused[n] && strcasecmp(refused[n], key); n++)
+			;
+		to_value(v, &cv, buf, sizeof(buf));
+		if (refused[n])
+			rc = wfail(w, n < 2 ? "not supported: keys and values are always bytes"
+					    : "set by sluice: sluice-<query id>, with transactional");
+		else if (!key[6])
+			rc = wfail(w, "expected a librdkafka property after 'kafka.'");
+		else if (cv.kind == SL_CONFIG_V_COMPOSITE || json_is_null(v))
+			rc = wfail(w, "expected a string, number or boolean");
+		else if (cv.kind == SL_CONFIG_V_STRING && !cv.str[0])
+			rc = wfail(w, "expected a non-empty value");
+		pop(w, old);
+		if (rc)
+			return rc;
+		text = cv.str;
+		if (!strcmp(key, "kafka.bootstrap.servers"))
+			bootstrap = true;
+		if (!(q->kafka_conf[2 * q->nkafka_conf] = strdup(key + 6)) ||
+		    !(q->kafka_conf[2 * q->nkafka_conf + 1] = strdup(text)))
+			return ENOMEM;
+		q->nkafka_conf++;
+	}
+	if (!bootstrap)
+		return missing(w, "kafka.bootstrap.servers");
+	struct field fs = {"topic", K_STRING, &topic, 0}, fk = {"keyColumn", K_STRING, &kc, 0};
+	if ((rc = read_field(w, sink, &ft, NULL)) || (rc = read_field(w, sink, &fs, NULL)) ||
+	    (rc = read_field(w, sink, &fk, NULL)))
+		return rc;
+	if (topic) {
+		while (*topic == ' ' || *topic == '\t')
+			topic++;
+		size_t len = strlen(topic);
+		while (len && (topic[len - 1] == ' ' || topic[len - 1] == '\t'))
+			len--;
+		old = push_key(w, "topic");
+		if (!len)
+			rc = wfail(w, "expected a topic name");
+		else if (!(q->kafka_topic = strndup(topic, len)))
+			rc = ENOMEM;
+		pop(w, old);
+		if (rc)
+			return rc;
+	}
+	if (kc) {
+		old = push_key(w, "keyColumn");
+		q->kafka_key_col = sl_config_schema_find(&q->out, kc);
+		if (q->kafka_key_col < 0)
+			rc = wfail(w, "no output column '%s'", kc);
+		else if (q->out.cols[q->kafka_key_col].type == SL_TYPE_WINDOW)
+			rc = wfail(w, "'%s' is a window: name a column of text, numbers or times", kc);
+		pop(w, old);
+	}
+	return rc;
+}
+
 /*
  * sink.retention: {"batches": N} and/or {"age": "<duration>"}, for the file
  * sinks in append or update mode (a complete-mode snapshot is replaced
@@ -1093,7 +1198,8 @@ static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 	static const char *const keys[] = {"format",  "compression", "partitionBy", "rowGroupSize",
 					   "numRows", "truncate",    "command",	    "input",
 					   "timeout", "retention", NULL};
-	static const char *const formats[] = {"json", "csv", "parquet", "console", "exec", NULL};
+	static const char *const formats[] = {"json",	 "csv",	  "parquet", "console",
+					      "exec",	 "kafka", NULL};
 	static const char *const codecs[] = {"none", "zstd", NULL};
 	json_t *pb, *e;
 	char msg[512];
@@ -1101,12 +1207,14 @@ static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 	int v, rc;
 
 	rc = expect_object(w, sink);
-	if (!rc)
-		rc = check_keys(w, sink, keys);
 	v = (int)q->sink_format;
 	if (!rc)
 		rc = read_enum(w, sink, "format", formats, &v);
 	q->sink_format = (enum sl_sink_format)v;
+	if (!rc && q->sink_format == SL_SINK_KAFKA)
+		return walk_kafka(w, sink, q);
+	if (!rc)
+		rc = check_keys(w, sink, keys);
 	/* Parquet compresses its pages: zstd unless told otherwise */
 	v = q->sink_format == SL_SINK_PARQUET ? SL_COMPRESSION_ZSTD : (int)q->compression;
 	if (!rc)
@@ -1456,7 +1564,8 @@ root_decref:
 }
 
 /*
- * A sluice.json that names a command (a process source, an exec sink) must be the daemon
+ * A sluice.json that names a command (a process source, an exec sink) or a
+ * secret (a kafka sink's password, or an @env:/@file: reference) must be the daemon
  * user's and writable by no one else, as sshd's StrictModes: whoever can
  * write it can run commands as that user (CONNECTORS "Commands and secrets").
  */
@@ -1464,7 +1573,8 @@ static int check_owner(const struct sl_config *c, int fd, const char *path, char
 		       size_t errlen)
 {
 	const struct sl_query_config *q = NULL;
-	const char *field = "sink.command";
+	const char *field = "sink.command", *what = "a command";
+	char secret_field[300];
 	struct stat st;
 
 	for (size_t k = 0; k < sl_config_nqueries(c) && !q; k++) {
@@ -1473,6 +1583,16 @@ static int check_owner(const struct sl_config *c, int fd, const char *path, char
 			field = "source.command";
 		} else if (sl_config_query(c, k)->sink_format == SL_SINK_EXEC) {
 			q = sl_config_query(c, k);
+		}
+		const struct sl_query_config *kq = sl_config_query(c, k);
+		for (size_t i = 0; !q && kq->sink_format == SL_SINK_KAFKA && i < kq->nkafka_conf; i++) {
+			if (kafka_secret(kq->kafka_conf[2 * i], kq->kafka_conf[2 * i + 1])) {
+				q = kq;
+				snprintf(secret_field, sizeof(secret_field), "sink.kafka.%s",
+					 kq->kafka_conf[2 * i]);
+				field = secret_field;
+				what = "a secret";
+			}
 		}
 	}
 	if (!q)
@@ -1483,16 +1603,16 @@ static int check_owner(const struct sl_config *c, int fd, const char *path, char
 	}
 	if (st.st_uid != geteuid()) {
 		snprintf(err, errlen,
-			 "queries.%s.%s: '%s' names a command but is owned by uid %u, "
+			 "queries.%s.%s: '%s' names %s but is owned by uid %u, "
 			 "not by uid %u that runs it",
-			 q->name, field, path, (unsigned)st.st_uid, (unsigned)geteuid());
+			 q->name, field, path, what, (unsigned)st.st_uid, (unsigned)geteuid());
 		return SL_ECONFIG;
 	}
 	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
 		snprintf(err, errlen,
-			 "queries.%s.%s: '%s' names a command but is writable by %s "
+			 "queries.%s.%s: '%s' names %s but is writable by %s "
 			 "(chmod go-w '%s')",
-			 q->name, field, path, st.st_mode & S_IWOTH ? "others" : "its group", path);
+			 q->name, field, path, what, st.st_mode & S_IWOTH ? "others" : "its group", path);
 		return SL_ECONFIG;
 	}
 	return 0;

@@ -29,6 +29,8 @@
 #include "sink_console.h"
 #include "sink_exec.h"
 #include "sink_file.h"
+#include "sink_kafka.h"
+#include "sluice-build.h"
 #include "source_file.h"
 #include "source_query.h"
 #include "source_process.h"
@@ -222,6 +224,11 @@ int sl_engine_check_changes(struct sl_land *l, const struct sl_config *cfg, char
 		const struct sl_query_config *q = sl_config_query(cfg, k);
 		struct sl_txn *t;
 		uint32_t qid;
+#if SL_HAVE_KAFKA
+		/* librdkafka's properties, which the config layer cannot know */
+		if (q->sink_format == SL_SINK_KAFKA && (rc = sl_sink_kafka_check(q, err, errlen)))
+			return rc;
+#endif
 		if ((rc = sl_catalog_read(cat, &t)))
 			return rc;
 		rc = sl_qindex_qid(t, q->name, &qid);
@@ -262,6 +269,10 @@ static const struct sl_sink_ops *sink_ops(const struct sl_query_config *q)
 		return &sl_sink_console;
 	case SL_SINK_EXEC:
 		return &sl_sink_exec;
+#if SL_HAVE_KAFKA
+	case SL_SINK_KAFKA:
+		return q->kafka_transactional ? &sl_sink_kafka_txn : &sl_sink_kafka;
+#endif
 	default:
 		return &sl_sink_file;
 	}

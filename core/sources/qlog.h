@@ -10,7 +10,8 @@
  *               's' sources/0/K, 'm' metadata, 'd' compat record,
  *               'p' progress, 'e' lastError, 'x' cleanSource intents,
  *               'g' replaced parts to unlink, 'h' cumulative metrics,
- *               'r' lastError's code (core/engine/metrics.c)
+ *               'r' lastError's code (core/engine/metrics.c), 'k' the
+ *               kafka sink's recorded end offsets of batch n (sink_kafka.h)
  *   5      8    n: the batch id, source log index, or 0 (big-endian)
  * Values are the kind's (see core/engine/ckpt.h and the writers).
  */

@@ -75,6 +75,16 @@ class MockCluster:
             self.proc.wait()
         self.proc = None
 
+    def command(self, line):
+        """Sends one fault-injection command (tests/kafka/mock-cluster.c:
+        err APIKEY CODE..., topicerr TOPIC CODE, down N, up N,
+        slow APIKEY MS COUNT)."""
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        if answer != "ok":
+            raise RuntimeError("sluice-kafka-mock %r: %s" % (line, answer))
+
     def kcat(self, *args, input=None, timeout=30):
         """Runs kcat against this cluster; returns its stdout (bytes)."""
         r = subprocess.run(["kcat", "-b", self.bootstrap, *args], input=input,

@@ -12,6 +12,16 @@
  * not named here are created on first use (auto creation, 4 partitions; the
  * mock's own default).
  *
+ * Commands, one per line on stdin, each answered "ok" or "error: <why>" on
+ * a line of stdout (for the tests' fault injection):
+ *   err APIKEY CODE [CODE ...]  the next requests of that ApiKey (0 Produce,
+ *                               3 Metadata, 26 EndTxn, ...) fail with these
+ *                               error codes, in order
+ *   topicerr TOPIC CODE         Metadata answers CODE for TOPIC (0 clears)
+ *   down BROKER / up BROKER     a broker (1..BROKERS) stops / resumes serving
+ *   slow APIKEY MS COUNT        every broker answers its next COUNT requests
+ *                               of that ApiKey MS milliseconds late
+ *
  * Exit: 0 after a clean stop, 1 when the cluster cannot start, 2 on usage.
  */
 #include <errno.h>
@@ -31,6 +41,48 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
+}
+
+/* Runs one command line; answers on stdout. */
+static void command(rd_kafka_mock_cluster_t *mc, int brokers, char *line)
+{
+	char *words[66];
+	int n = 0;
+
+	for (char *w = strtok(line, " \t\r\n"); w && n < 66; w = strtok(NULL, " \t\r\n"))
+		words[n++] = w;
+	if (n >= 3 && !strcmp(words[0], "err")) {
+		rd_kafka_resp_err_t codes[64];
+		for (int i = 2; i < n; i++)
+			codes[i - 2] = (rd_kafka_resp_err_t)atoi(words[i]);
+		rd_kafka_mock_push_request_errors_array(mc, (int16_t)atoi(words[1]),
+							(size_t)(n - 2), codes);
+	} else if (n == 3 && !strcmp(words[0], "topicerr")) {
+		rd_kafka_mock_topic_set_error(mc, words[1], (rd_kafka_resp_err_t)atoi(words[2]));
+	} else if (n == 2 && (!strcmp(words[0], "down") || !strcmp(words[0], "up"))) {
+		rd_kafka_resp_err_t e = !strcmp(words[0], "down")
+					    ? rd_kafka_mock_broker_set_down(mc, atoi(words[1]))
+					    : rd_kafka_mock_broker_set_up(mc, atoi(words[1]));
+		if (e) {
+			printf("error: %s\n", rd_kafka_err2str(e));
+			fflush(stdout);
+			return;
+		}
+	} else if (n == 4 && !strcmp(words[0], "slow")) {
+		int ms = atoi(words[2]), count = atoi(words[3]);
+		for (int b = 1; b <= brokers; b++)
+			for (int i = 0; i < count; i++)
+				rd_kafka_mock_broker_push_request_error_rtts(
+				    mc, b, (int16_t)atoi(words[1]), 1, RD_KAFKA_RESP_ERR_NO_ERROR, ms);
+	} else if (n > 0) {
+		printf("error: unknown command '%s'\n", words[0]);
+		fflush(stdout);
+		return;
+	} else {
+		return;
+	}
+	printf("ok\n");
+	fflush(stdout);
 }
 
 static int usage(void)
@@ -98,16 +150,29 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	/* serve until stdin closes (the test's end of the pipe) or a signal */
+	char line[1024];
+	size_t len = 0;
 	while (!stop) {
 		struct pollfd p = {.fd = 0, .events = POLLIN};
 		int n = poll(&p, 1, 500);
 		if (n < 0 && errno != EINTR)
 			break;
 		if (n > 0) {
-			char buf[256];
-			ssize_t r = read(0, buf, sizeof buf);
+			ssize_t r = read(0, line + len, sizeof line - 1 - len);
 			if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
 				break;
+			if (r < 0)
+				continue;
+			len += (size_t)r;
+			char *nl;
+			while ((nl = memchr(line, '\n', len))) {
+				*nl = 0;
+				command(mc, brokers, line);
+				len -= (size_t)(nl + 1 - line);
+				memmove(line, nl + 1, len);
+			}
+			if (len == sizeof line - 1)
+				len = 0; /* an overlong line: dropped */
 		}
 	}
 	rd_kafka_mock_cluster_destroy(mc);
