@@ -15,6 +15,7 @@
 
 #include "compat.h"
 #include "err.h"
+#include "kafka_conf.h"
 #include "strbuf.h"
 
 #define VERSION_PREFIX "sluice-compat "
@@ -38,6 +39,9 @@ enum field {
 	F_PROCESS_SCHEMA, /* process only: the whole schema, which its program answers in */
 	F_SOURCE_HOST,   /* socket only: its line is left out for other sources */
 	F_SOURCE_PORT,   /* socket only, likewise */
+	F_KAFKA_ASSIGN,  /* kafka only: its strategy's line; the others are left out */
+	F_KAFKA_SUBSCRIBE,
+	F_KAFKA_PATTERN,
 	F_SOURCE_SCHEMA, /* checked apart: only the types of columns in state */
 	NFIELDS,
 };
@@ -65,6 +69,9 @@ static const struct {
     [F_PROCESS_SCHEMA] = {"source.processSchema", "", "source.schema"},
     [F_SOURCE_HOST] = {"source.host", ""},
     [F_SOURCE_PORT] = {"source.port", ""},
+    [F_KAFKA_ASSIGN] = {"source.assign", ""},
+    [F_KAFKA_SUBSCRIBE] = {"source.subscribe", ""},
+    [F_KAFKA_PATTERN] = {"source.subscribePattern", ""},
 };
 
 static bool is_plain(char c)
@@ -313,6 +320,13 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 			sl_strbuf_adds(b, port);
 		}
 		break;
+	case F_KAFKA_ASSIGN: /* kafka: the strategy as written (assign canonical) */
+	case F_KAFKA_SUBSCRIBE:
+	case F_KAFKA_PATTERN:
+		if (q->source.kafka &&
+		    (int)q->source.kafka->strategy == (int)(f - F_KAFKA_ASSIGN))
+			sl_strbuf_adds(b, q->source.kafka->strategy_text);
+		break;
 	case NFIELDS:
 		break;
 	}
@@ -347,7 +361,8 @@ int sl_compat_describe(const struct sl_query_config *q, char **out, size_t *len)
 		raw.len = 0;
 		put_field(&raw, q, (enum field)f);
 		if ((f == F_SINK_COMMAND || f == F_SOURCE_COMMAND || f == F_PROCESS_SCHEMA ||
-		     f == F_SOURCE_QUERY || f == F_SOURCE_HOST || f == F_SOURCE_PORT) &&
+		     f == F_SOURCE_QUERY || f == F_SOURCE_HOST || f == F_SOURCE_PORT ||
+		     f == F_KAFKA_ASSIGN || f == F_KAFKA_SUBSCRIBE || f == F_KAFKA_PATTERN) &&
 		    raw.len == 0)
 			continue; /* only some sinks and sources have these lines */
 		sl_strbuf_adds(&b, fields[f].key);

@@ -4,6 +4,7 @@
  * (status/<query>.json[l]), with jansson (the engine layer's only user).
  */
 #include <errno.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -171,8 +172,21 @@ int sl_render_progress(const struct sl_progress *p, char **out, size_t *len)
 		/* Spark's SourceProgress.metrics: a map of strings, left out when empty */
 		json_t *sm = json_object();
 		for (size_t i = 0; sm && i < p->n_source_metrics; i++) {
-			char v[24];
-			snprintf(v, sizeof(v), "%llu", (unsigned long long)p->source_metric_values[i]);
+			char v[40];
+			double d = p->source_metric_reals ? p->source_metric_reals[i] : NAN;
+			if (!isnan(d)) {
+				/* Java's Double.toString for the values met here: "1.0", "2.5" */
+				for (int prec = 1; prec <= 17; prec++) {
+					snprintf(v, sizeof(v), "%.*g", prec, d);
+					if (strtod(v, NULL) == d)
+						break;
+				}
+				if (!strpbrk(v, ".en"))
+					strncat(v, ".0", sizeof(v) - strlen(v) - 1);
+			} else {
+				snprintf(v, sizeof(v), "%llu",
+					 (unsigned long long)p->source_metric_values[i]);
+			}
 			json_object_set_new(sm, p->source_metric_names[i], json_string(v));
 		}
 		json_object_set_new(src, "metrics", sm);

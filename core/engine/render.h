@@ -42,6 +42,7 @@ struct sl_progress {
 	uint64_t skipped_age, skipped_seen; /* skippedByMaxFileAge, skippedAlreadySeen */
 	const char *const *source_metric_names; /* sources[0].metrics: names ... */
 	const uint64_t *source_metric_values;   /* ... and values (shown as strings, as Spark) */
+	const double *source_metric_reals;      /* ... a real in place of a value, or NaN */
 	size_t n_source_metrics;
 	const char *last_error;     /* or NULL */
 	/* eventTime, when the query has a watermark */

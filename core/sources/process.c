@@ -25,6 +25,7 @@
 #include "land.h"
 #include "log.h"
 #include "qlog.h"
+#include "secret.h"
 #include "source_process.h"
 #include "strbuf.h"
 #include "timestamp.h"
@@ -67,8 +68,6 @@ struct sl_source {
 	size_t nsecrets;
 };
 
-#define SECRET_FILE_MAX (64u << 10)
-
 static void secrets_free(struct sl_source *p)
 {
 	for (size_t i = 0; i < p->nsecrets; i++) {
@@ -85,30 +84,11 @@ static void secrets_free(struct sl_source *p)
 /* The value a secret reference names (new), or NULL with p->error set. */
 static char *secret_value(struct sl_source *p, const char *path, const char *ref)
 {
-	if (!strncmp(ref, "@env:", 5)) {
-		const char *v = getenv(ref + 5);
-		if (!v)
-			snprintf(p->error, sizeof(p->error),
-				 "process: source.options%s: %s is not set in sluice's environment",
-				 path, ref);
-		return v ? strdup(v) : NULL;
-	}
-	FILE *f = fopen(ref + 6, "re");
-	char *buf = f ? malloc(SECRET_FILE_MAX + 1) : NULL;
-	size_t n = buf ? fread(buf, 1, SECRET_FILE_MAX + 1, f) : 0;
-	int err = !f ? errno : ferror(f) ? EIO : n > SECRET_FILE_MAX ? EFBIG : 0;
-	if (f)
-		fclose(f);
-	if (err || !buf) {
-		snprintf(p->error, sizeof(p->error), "process: source.options%s: cannot read %s: %s",
-			 path, ref, strerror(err ? err : ENOMEM));
-		free(buf);
-		return NULL;
-	}
-	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--; /* as a password file's last line ends */
-	buf[n] = 0;
-	return buf;
+	char why[512], *v = NULL;
+
+	if (sl_secret_read(ref, &v, why, sizeof(why)))
+		snprintf(p->error, sizeof(p->error), "process: source.options%s: %s", path, why);
+	return v;
 }
 
 /*
@@ -125,8 +105,7 @@ static int resolve_secrets(struct sl_source *p, json_t *j, const char *path)
 		json_t *v;
 		json_object_foreach(j, k, v) {
 			snprintf(sub, sizeof(sub), "%s.%s", path, k);
-			if (json_is_string(v) && (!strncmp(json_string_value(v), "@env:", 5) ||
-						  !strncmp(json_string_value(v), "@file:", 6))) {
+			if (json_is_string(v) && sl_secret_is_ref(json_string_value(v))) {
 				char *s = secret_value(p, sub, json_string_value(v));
 				char **g = s ? realloc(p->secrets, (p->nsecrets + 1) * sizeof(*g)) : NULL;
 				if (!g) {

@@ -83,6 +83,8 @@ struct sl_source_metrics {
 	struct {
 		const char *name; /* static */
 		uint64_t value;
+		bool is_real;	  /* shown as real (Spark's Double, "1.0"), not value */
+		double real;
 	} metrics[4];
 };
 

@@ -21,7 +21,7 @@ OWNERS = {
     "zstd.h": {"rows/codec.c"},
     "zstd_errors.h": {"rows/codec.c"},
     "jansson.h": {"config/load.c", "engine/render.c", "sources/process.c"},
-    "librdkafka/rdkafka.h": set(),
+    "librdkafka/rdkafka.h": {"sources/kafka.c"},
     "systemd/sd-daemon.h": set(),
 }
 # third-party headers of the host's integration, owned by a file of fs/

@@ -1,0 +1,1166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kafka source (source_kafka.h): librdkafka's consumer with explicit
+ * offsets. prepare() asks the brokers for the partitions and their offsets
+ * and plans the batch (Spark's latestOffset with admission control);
+ * read() reads one topic-partition's range [begin, end).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "batch.h"
+#include "catalog.h"
+#include "config.h"
+#include "decode.h"
+#include "err.h"
+#include "kafka_conf.h"
+#include "land.h"
+#include "log.h"
+#include "qlog.h"
+#include "secret.h"
+#include "source_kafka.h"
+#include "strbuf.h"
+
+#define OFF SL_SOURCE_OFFSET_MAX
+#define KEEP_BATCHES 100 /* 'b' records kept */
+#define META_MS 10000	 /* the longest wait for metadata or offsets */
+
+/* One read: a topic-partition's range [from, until). */
+struct part {
+	char *topic;
+	int32_t partition;
+	int64_t from, until;
+};
+
+struct sl_source {
+	struct sl_land *l;
+	const struct sl_query_config *q;
+	const struct sl_kafka_config *kc;
+	uint32_t qid;
+	const volatile bool *stop;
+	bool fix_end;		/* availableNow or `sluice run`: the end is fixed at first */
+	rd_kafka_t *rk;		/* the consumer: assign + seek, never a group member */
+	struct sl_decoder *dec; /* valueFormat json */
+	char **secrets;		/* resolved @env:/@file: values, masked in messages */
+	size_t nsecrets;
+	char error[1024];
+	/* what prepare() found */
+	bool prepared;
+	uint64_t batch;	       /* the batch it planned */
+	bool replay;	       /* logged by an earlier run */
+	bool first;	       /* no batch before it */
+	bool write_initial;    /* 's' 0 is to be written */
+	int64_t ts_ms;	       /* replay: batchTimestampMs */
+	char initial[OFF];     /* the initial offsets' JSON */
+	char last_end[OFF];    /* the last logged end, or "" */
+	char begin[OFF], end[OFF];
+	struct part *parts;
+	size_t nparts;
+	struct sl_kafka_offsets latest; /* latest offsets at the last asking */
+	bool have_fixed;
+	struct sl_kafka_offsets fixed; /* availableNow: the run's end */
+	int64_t last_trigger_ms;       /* minOffsetsPerTrigger: when a batch last fired */
+	uint64_t lost;		       /* failOnDataLoss false: offsets skipped */
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
+}
+
+__attribute__((format(printf, 2, 3))) static void seterr(struct sl_source *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->error, sizeof(p->error), fmt, ap);
+	va_end(ap);
+	sl_secret_mask(p->error, sizeof(p->error), p->secrets, p->nsecrets);
+}
+
+static void parts_free(struct sl_source *p)
+{
+	for (size_t i = 0; i < p->nparts; i++)
+		free(p->parts[i].topic);
+	free(p->parts);
+	p->parts = NULL;
+	p->nparts = 0;
+}
+
+/* ---- the brokers ---- */
+
+/* [lo, hi) of a partition: its earliest and latest offsets. */
+static int watermarks(struct sl_source *p, const char *topic, int32_t part, int64_t *lo,
+		      int64_t *hi)
+{
+	rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(p->rk, topic, part, lo, hi, META_MS);
+	if (e) {
+		seterr(p, "kafka: cannot get the offsets of %s-%d: %s", topic, part, rd_kafka_err2str(e));
+		return EIO;
+	}
+	return 0;
+}
+
+static bool wanted(const struct sl_source *p, const char *topic, regex_t *re)
+{
+	const struct sl_kafka_config *c = p->kc;
+
+	if (c->strategy == SL_KAFKA_SUBSCRIBE) {
+		for (size_t i = 0; i < c->ntopics; i++)
+			if (!strcmp(c->topics[i], topic))
+				return true;
+		return false;
+	}
+	if (c->strategy == SL_KAFKA_PATTERN)
+		return topic[0] != '_' && regexec(re, topic, 0, NULL, 0) == 0;
+	for (size_t i = 0; i < c->assign.n; i++)
+		if (!strcmp(c->assign.e[i].topic, topic))
+			return true;
+	return false;
+}
+
+/*
+ * The partitions the strategy names now, each with its latest offset, into
+ * *out (new). assign: the assigned ones that exist; subscribe and
+ * subscribePattern: every partition of the matching topics.
+ */
+static int fetch_latest(struct sl_source *p, struct sl_kafka_offsets *out)
+{
+	const struct sl_kafka_config *c = p->kc;
+	const struct rd_kafka_metadata *md = NULL;
+	struct sl_kafka_offsets o = {0};
+	regex_t re;
+	bool have_re = false;
+	int rc = 0;
+
+	if (c->strategy == SL_KAFKA_PATTERN) {
+		char anchored[1024];
+		snprintf(anchored, sizeof(anchored), "^(%s)$", c->pattern);
+		if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB)) {
+			seterr(p, "kafka: subscribePattern '%s' is not a POSIX extended regex",
+			       c->pattern);
+			return SL_ECONFIG;
+		}
+		have_re = true;
+	}
+	rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 1, NULL, &md, META_MS);
+	if (e) {
+		seterr(p, "kafka: cannot get the cluster's metadata: %s", rd_kafka_err2str(e));
+		rc = EIO;
+		goto done;
+	}
+	for (int t = 0; rc == 0 && t < md->topic_cnt; t++) {
+		const struct rd_kafka_metadata_topic *mt = &md->topics[t];
+		if (mt->err || !wanted(p, mt->topic, &re))
+			continue;
+		for (int k = 0; rc == 0 && k < mt->partition_cnt; k++) {
+			int32_t id = mt->partitions[k].id;
+			int64_t lo, hi;
+			if (c->strategy == SL_KAFKA_ASSIGN &&
+			    !sl_kafka_offsets_find(&c->assign, mt->topic, id))
+				continue;
+			if ((rc = watermarks(p, mt->topic, id, &lo, &hi)) == 0)
+				rc = sl_kafka_offsets_set(&o, mt->topic, id, hi);
+		}
+	}
+done:
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	if (have_re)
+		regfree(&re);
+	if (rc)
+		sl_kafka_offsets_release(&o);
+	else
+		*out = o;
+	return rc;
+}
+
+/*
+ * Data loss (Spark's reportDataLoss): with failOnDataLoss the query stops
+ * naming what was lost; without, it is logged and counted.
+ */
+__attribute__((format(printf, 3, 4))) static int data_loss(struct sl_source *p, uint64_t n,
+							   const char *fmt, ...)
+{
+	char what[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (p->kc->fail_on_data_loss) {
+		seterr(p, "kafka: %s: some data may have been lost because it is not available in "
+			  "Kafka any more (aged out by retention, or the topic was deleted); set "
+			  "failOnDataLoss to false to skip it and go on",
+		       what);
+		return SL_EDATALOSS;
+	}
+	p->lost += n;
+	sl_log(SL_LOG_WARNING, "query '%s': kafka: %s: skipped (failOnDataLoss false)", p->q->name,
+	       what);
+	return 0;
+}
+
+/* ---- the checkpoint ---- */
+
+static int get_text(struct sl_txn *t, uint32_t qid, char kind, uint64_t n, char *out, size_t *len)
+{
+	const void *v;
+	size_t l;
+	int rc = sl_qlog_get(t, qid, kind, n, &v, &l);
+
+	if (rc)
+		return rc;
+	if (l >= OFF)
+		return SL_ECORRUPT;
+	memcpy(out, v, l);
+	out[l] = 0;
+	if (len)
+		*len = l;
+	return 0;
+}
+
+/* Batch record n: "v1\n<ts>\n<first>\n<begin>\n<end>" into its parts. */
+static int get_batch(struct sl_txn *t, uint32_t qid, uint64_t n, int64_t *ts, bool *first,
+		     char *begin, char *end)
+{
+	char rec[3 * OFF];
+	const void *v;
+	size_t len;
+	int rc = sl_qlog_get(t, qid, 'b', n, &v, &len);
+
+	if (rc)
+		return rc;
+	if (len >= sizeof(rec))
+		return SL_ECORRUPT;
+	memcpy(rec, v, len);
+	rec[len] = 0;
+	char *f[5], *s = rec;
+	for (int i = 0; i < 5; i++) {
+		f[i] = s;
+		char *nl = i < 4 ? strchr(s, '\n') : NULL;
+		if (i < 4 && !nl)
+			return SL_ECORRUPT;
+		if (nl) {
+			*nl = 0;
+			s = nl + 1;
+		}
+	}
+	if (strcmp(f[0], "v1") || strlen(f[3]) >= OFF || strlen(f[4]) >= OFF || !f[4][0])
+		return SL_ECORRUPT;
+	*ts = strtoll(f[1], NULL, 10);
+	*first = f[2][0] == '1';
+	strcpy(begin, f[3]);
+	strcpy(end, f[4]);
+	return 0;
+}
+
+/* The sum of a map's offsets (the backlog's bookkeeping). */
+static uint64_t offsets_sum(const struct sl_kafka_offsets *o)
+{
+	uint64_t s = 0;
+	for (size_t i = 0; i < o->n; i++)
+		s += o->e[i].offset > 0 ? (uint64_t)o->e[i].offset : 0;
+	return s;
+}
+
+/* ---- planning ---- */
+
+/* The parts of (begin, end]: partitions whose range is not empty. */
+static int make_parts(struct sl_source *p, const struct sl_kafka_offsets *b,
+		      const struct sl_kafka_offsets *e)
+{
+	parts_free(p);
+	p->parts = calloc(e->n + 1, sizeof(*p->parts));
+	if (!p->parts)
+		return ENOMEM;
+	for (size_t i = 0; i < e->n; i++) {
+		const struct sl_kafka_tpo *s = sl_kafka_offsets_find(b, e->e[i].topic, e->e[i].partition);
+		int64_t from = s ? s->offset : 0;
+		if (e->e[i].offset <= from)
+			continue;
+		struct part *pt = &p->parts[p->nparts];
+		if (!(pt->topic = strdup(e->e[i].topic)))
+			return ENOMEM;
+		pt->partition = e->e[i].partition;
+		pt->from = from;
+		pt->until = e->e[i].offset;
+		p->nparts++;
+	}
+	return 0;
+}
+
+static int parse_offsets(struct sl_source *p, const char *text, struct sl_kafka_offsets *o)
+{
+	char why[256];
+	int rc = sl_kafka_offsets_parse(text, strlen(text), false, o, why, sizeof(why));
+	if (rc == SL_ECONFIG) {
+		seterr(p, "kafka: a logged offset is not Spark's offset JSON: %s", why);
+		return SL_ECORRUPT;
+	}
+	return rc;
+}
+
+/* The initial offsets: startingOffsets resolved against the partitions now. */
+static int resolve_initial(struct sl_source *p, const struct sl_kafka_offsets *latest,
+			   struct sl_kafka_offsets *out)
+{
+	const struct sl_kafka_config *c = p->kc;
+	struct sl_kafka_offsets o = {0};
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < latest->n; i++) {
+		const struct sl_kafka_tpo *e = &latest->e[i];
+		int64_t want = c->start == SL_KAFKA_START_EARLIEST ? SL_KAFKA_EARLIEST : SL_KAFKA_LATEST;
+		if (c->start == SL_KAFKA_START_JSON) {
+			const struct sl_kafka_tpo *j =
+			    sl_kafka_offsets_find(&c->start_json, e->topic, e->partition);
+			/* Spark: with subscribe, partitions left out start at latest */
+			want = j ? j->offset : SL_KAFKA_LATEST;
+		}
+		int64_t lo = 0, hi = e->offset;
+		if (want == SL_KAFKA_EARLIEST || want >= 0)
+			rc = watermarks(p, e->topic, e->partition, &lo, &hi);
+		if (rc == 0)
+			rc = sl_kafka_offsets_set(&o, e->topic, e->partition,
+						  want == SL_KAFKA_EARLIEST ? lo
+						  : want == SL_KAFKA_LATEST ? hi
+									    : want);
+	}
+	for (size_t i = 0; rc == 0 && c->start == SL_KAFKA_START_JSON && i < c->start_json.n; i++) {
+		const struct sl_kafka_tpo *j = &c->start_json.e[i];
+		if (!sl_kafka_offsets_find(latest, j->topic, j->partition))
+			rc = data_loss(p, 0, "startingOffsets names %s-%d, which does not exist",
+				       j->topic, j->partition);
+	}
+	if (rc)
+		sl_kafka_offsets_release(&o);
+	else
+		*out = o;
+	return rc;
+}
+
+/*
+ * The next batch from start (every known partition's next offset) and the
+ * latest offsets: new partitions from their earliest, gone ones and
+ * offsets that went back reported as data loss, then the admission limits.
+ * begin and end get the batch's range.
+ */
+static int plan(struct sl_source *p, const struct sl_kafka_offsets *start,
+		struct sl_kafka_offsets *begin, struct sl_kafka_offsets *end)
+{
+	const struct sl_kafka_config *c = p->kc;
+	const struct sl_kafka_offsets *until = p->have_fixed ? &p->fixed : &p->latest;
+	struct sl_kafka_offsets b = {0}, e = {0};
+	int64_t *from = NULL, *to = NULL, *ends = NULL;
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < start->n; i++) {
+		const struct sl_kafka_tpo *s = &start->e[i];
+		if (!sl_kafka_offsets_find(&p->latest, s->topic, s->partition))
+			rc = data_loss(p, 0, "partition %s-%d is gone", s->topic, s->partition);
+	}
+	for (size_t i = 0; rc == 0 && i < until->n; i++) {
+		const struct sl_kafka_tpo *u = &until->e[i];
+		const struct sl_kafka_tpo *s = sl_kafka_offsets_find(start, u->topic, u->partition);
+		int64_t from_off;
+		if (s) {
+			from_off = s->offset;
+		} else {
+			/* a new partition: from its earliest (Spark's rule) */
+			int64_t lo, hi;
+			if ((rc = watermarks(p, u->topic, u->partition, &lo, &hi)))
+				break;
+			if (lo != 0 && (rc = data_loss(p, (uint64_t)lo,
+						       "added partition %s-%d starts from %" PRId64
+						       " instead of 0",
+						       u->topic, u->partition, lo)))
+				break;
+			from_off = lo;
+		}
+		if (u->offset < from_off &&
+		    (rc = data_loss(p, 0,
+				    "partition %s-%d's offset was changed from %" PRId64 " to %" PRId64,
+				    u->topic, u->partition, from_off, u->offset)))
+			break;
+		if ((rc = sl_kafka_offsets_set(&b, u->topic, u->partition, from_off)) ||
+		    (rc = sl_kafka_offsets_set(&e, u->topic, u->partition,
+					       u->offset > from_off ? u->offset : from_off)))
+			break;
+	}
+	if (rc)
+		goto fail;
+	/* minOffsetsPerTrigger, held back at most maxTriggerDelay */
+	bool delay = false;
+	if (c->min_offsets && !p->fix_end) {
+		int64_t now = now_ms(), avail = 0;
+		for (size_t i = 0; i < e.n; i++)
+			avail += e.e[i].offset - b.e[i].offset;
+		if (p->last_trigger_ms && now - p->last_trigger_ms < c->max_trigger_delay_us / 1000 &&
+		    avail < c->min_offsets)
+			delay = true;
+		else
+			p->last_trigger_ms = now;
+	}
+	if (delay) {
+		for (size_t i = 0; i < e.n; i++)
+			e.e[i].offset = b.e[i].offset;
+	} else if (c->max_offsets) {
+		from = calloc(e.n + 1, sizeof(*from));
+		to = calloc(e.n + 1, sizeof(*to));
+		ends = calloc(e.n + 1, sizeof(*ends));
+		if (!from || !to || !ends) {
+			rc = ENOMEM;
+			goto fail;
+		}
+		for (size_t i = 0; i < e.n; i++) {
+			from[i] = b.e[i].offset;
+			to[i] = e.e[i].offset;
+		}
+		sl_kafka_split(c->max_offsets, from, to, e.n, ends);
+		for (size_t i = 0; i < e.n; i++)
+			e.e[i].offset = ends[i];
+	}
+	free(from);
+	free(to);
+	free(ends);
+	*begin = b;
+	*end = e;
+	return 0;
+fail:
+	free(from);
+	free(to);
+	free(ends);
+	sl_kafka_offsets_release(&b);
+	sl_kafka_offsets_release(&e);
+	return rc;
+}
+
+/* What prepare() needs of the checkpoint. */
+static int read_state(struct sl_source *p, bool *logged, bool *has_initial)
+{
+	struct sl_txn *t;
+	char key[48];
+	int rc;
+
+	if ((rc = sl_catalog_read(sl_land_catalog(p->l), &t)))
+		return rc;
+	sl_qlog_meta_key(key, sizeof(key), p->qid, "next");
+	*logged = *has_initial = false;
+	p->last_end[0] = 0;
+	rc = sl_txn_meta_get(t, key, &p->batch);
+	if (rc == 0) {
+		rc = get_batch(t, p->qid, p->batch, &p->ts_ms, &p->first, p->begin, p->end);
+		*logged = rc == 0;
+		if (rc == SL_NOTFOUND)
+			rc = 0;
+	}
+	if (rc == 0 && !*logged && p->batch > 0) {
+		char b[OFF];
+		int64_t ts;
+		bool first;
+		rc = get_batch(t, p->qid, p->batch - 1, &ts, &first, b, p->last_end);
+		if (rc == SL_NOTFOUND)
+			rc = SL_ECORRUPT; /* batch N-1 committed: its record is kept */
+	}
+	if (rc == 0) {
+		char v[OFF];
+		size_t len;
+		rc = get_text(t, p->qid, 's', 0, v, &len);
+		if (rc == 0) {
+			if (len < 4 || v[0] != 0 || memcmp(v + 1, "v1\n", 3))
+				rc = SL_ECORRUPT;
+			else
+				memcpy(p->initial, v + 4, len - 3);
+			*has_initial = rc == 0;
+		} else if (rc == SL_NOTFOUND) {
+			rc = 0;
+		}
+	}
+	sl_txn_end(t);
+	return rc;
+}
+
+static int kafka_prepare(struct sl_source *p, char *err, size_t errlen)
+{
+	struct sl_kafka_offsets start = {0}, begin = {0}, end = {0}, latest = {0};
+	bool logged, has_initial;
+	int rc;
+
+	p->prepared = false;
+	p->error[0] = 0;
+	p->write_initial = false;
+	parts_free(p);
+	if ((rc = read_state(p, &logged, &has_initial)))
+		goto done;
+	if (logged) {
+		/* a replay: exactly the logged range */
+		p->replay = true;
+		if ((rc = parse_offsets(p, p->begin, &begin)) ||
+		    (rc = parse_offsets(p, p->end, &end)))
+			goto done;
+		rc = make_parts(p, &begin, &end);
+		goto done;
+	}
+	p->replay = false;
+	if ((rc = fetch_latest(p, &latest)))
+		goto done;
+	sl_kafka_offsets_release(&p->latest);
+	p->latest = latest;
+	if (p->fix_end && !p->have_fixed) {
+		if ((rc = sl_kafka_offsets_copy(&p->fixed, &p->latest)))
+			goto done;
+		p->have_fixed = true;
+	}
+	p->first = !p->last_end[0];
+	if (p->last_end[0]) {
+		rc = parse_offsets(p, p->last_end, &start);
+	} else if (has_initial) {
+		rc = parse_offsets(p, p->initial, &start);
+	} else {
+		rc = resolve_initial(p, &p->latest, &start);
+		if (rc == 0)
+			rc = sl_kafka_offsets_render(&start, p->initial, sizeof(p->initial));
+		p->write_initial = rc == 0;
+	}
+	if (rc)
+		goto done;
+	if ((rc = plan(p, &start, &begin, &end)))
+		goto done;
+	if ((rc = sl_kafka_offsets_render(&begin, p->begin, OFF)) ||
+	    (rc = sl_kafka_offsets_render(&end, p->end, OFF))) {
+		if (rc == ENAMETOOLONG)
+			seterr(p, "kafka: the offsets of %zu partitions pass %d bytes", end.n, OFF - 1);
+		goto done;
+	}
+	rc = make_parts(p, &begin, &end);
+done:
+	sl_kafka_offsets_release(&start);
+	sl_kafka_offsets_release(&begin);
+	sl_kafka_offsets_release(&end);
+	if (rc) {
+		if (p->error[0])
+			snprintf(err, errlen, "%s", p->error);
+		return rc;
+	}
+	p->prepared = true;
+	return 0;
+}
+
+static void fill_range(struct sl_source *p, struct sl_source_range *r)
+{
+	if (p->first)
+		r->start[0] = 0;
+	else
+		memcpy(r->start, p->replay ? p->begin : p->last_end, OFF);
+	memcpy(r->end, p->end, OFF);
+	r->nparts = p->nparts;
+}
+
+static int kafka_replay(struct sl_source *p, struct sl_txn *t, uint64_t batch,
+			struct sl_source_range *r)
+{
+	(void)t;
+	if (!p->prepared || !p->replay || batch != p->batch)
+		return SL_NOTFOUND;
+	fill_range(p, r);
+	r->replay = true;
+	r->ts_ms = p->ts_ms;
+	return 0;
+}
+
+/* A meta value, written only when it changed (a poll writes nothing new). */
+static int meta_set(struct sl_txn *t, uint32_t qid, const char *what, uint64_t v)
+{
+	char key[48];
+	uint64_t old;
+	int rc;
+
+	sl_qlog_meta_key(key, sizeof(key), qid, what);
+	if ((rc = sl_txn_meta_get(t, key, &old)))
+		return rc;
+	return old == v ? 0 : sl_txn_meta_put(t, key, v);
+}
+
+static int kafka_latest_offset(struct sl_source *p, struct sl_txn *t, struct sl_source_range *r)
+{
+	int rc;
+
+	if (!p->prepared)
+		return EINVAL; /* the engine calls prepare() first */
+	if (p->write_initial) {
+		/* Spark's KafkaSourceInitialOffsetWriter: kept even without a batch */
+		struct sl_strbuf b = {0};
+		sl_strbuf_add(&b, "\0v1\n", 4);
+		sl_strbuf_adds(&b, p->initial);
+		rc = b.oom ? ENOMEM : sl_qlog_put(t, p->qid, 's', 0, b.p, b.len);
+		sl_strbuf_release(&b);
+		if (rc)
+			return rc;
+		p->write_initial = false;
+		if (!p->last_end[0])
+			memcpy(p->last_end, p->initial, OFF); /* the next asking's start */
+	}
+	if ((rc = meta_set(t, p->qid, "klat", offsets_sum(&p->latest))))
+		return rc;
+	fill_range(p, r);
+	if (r->nparts == 0 && !p->first)
+		memcpy(r->end, r->start, OFF);
+	return 0;
+}
+
+static int kafka_log(struct sl_source *p, struct sl_txn *t, uint64_t batch, int64_t ts_ms,
+		     struct sl_source_range *r)
+{
+	struct sl_strbuf rec = {0};
+	struct sl_kafka_offsets e = {0};
+	int rc;
+
+	if (r->nparts == 0) {
+		/* a no-data batch repeats the last end */
+		const char *last = p->last_end[0] ? p->last_end : p->initial;
+		memmove(p->end, last, OFF);
+		memmove(p->begin, last, OFF);
+		p->first = false;
+		memcpy(r->end, p->end, OFF);
+		memcpy(r->start, p->end, OFF);
+	}
+	sl_strbuf_addf(&rec, "v1\n%" PRId64 "\n%d\n%s\n%s", ts_ms, p->first ? 1 : 0, p->begin,
+		       p->end);
+	rc = rec.oom ? ENOMEM : sl_qlog_put(t, p->qid, 'b', batch, rec.p, rec.len);
+	sl_strbuf_release(&rec);
+	if (rc == 0 && batch >= KEEP_BATCHES)
+		rc = sl_qlog_del(t, p->qid, 'b', batch - KEEP_BATCHES);
+	if (rc == 0 && (rc = parse_offsets(p, p->end, &e)) == 0) {
+		rc = meta_set(t, p->qid, "kend", offsets_sum(&e));
+		sl_kafka_offsets_release(&e);
+	}
+	return rc;
+}
+
+/* ---- reading ---- */
+
+static void base64(struct sl_strbuf *b, const unsigned char *s, size_t n)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) |
+			     (i + 2 < n ? s[i + 2] : 0);
+		char q[4] = {tab[v >> 18 & 63], tab[v >> 12 & 63],
+			     i + 1 < n ? tab[v >> 6 & 63] : '=', i + 2 < n ? tab[v & 63] : '='};
+		sl_strbuf_add(b, q, 4);
+	}
+}
+
+/* Bytes as the column shows them: base64 (binary) or as they are (string). */
+static int set_bytes(struct sl_source *p, struct sl_batch *b, size_t row, size_t col,
+		     const void *v, size_t n, struct sl_strbuf *scratch)
+{
+	if (!v) {
+		sl_batch_set_null(b, row, col);
+		return 0;
+	}
+	if (p->kc->vformat == SL_KAFKA_V_STRING)
+		return sl_batch_set_str(b, row, col, v, n);
+	scratch->len = 0;
+	base64(scratch, v, n);
+	return scratch->oom ? ENOMEM : sl_batch_set_str(b, row, col, scratch->p, scratch->len);
+}
+
+static void json_string(struct sl_strbuf *b, const char *s, size_t n)
+{
+	sl_strbuf_addc(b, '"');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\') {
+			sl_strbuf_addc(b, '\\');
+			sl_strbuf_addc(b, (char)c);
+		} else if (c < 0x20) {
+			sl_strbuf_addf(b, "\\u%04x", c);
+		} else {
+			sl_strbuf_addc(b, (char)c);
+		}
+	}
+	sl_strbuf_addc(b, '"');
+}
+
+/* headers: [{"key":"k","value":"<base64 or text>"}, ...] as text; null without any. */
+static int set_headers(struct sl_source *p, struct sl_batch *b, size_t row, size_t col,
+		       rd_kafka_message_t *m, struct sl_strbuf *scratch)
+{
+	rd_kafka_headers_t *h = NULL;
+	const char *name;
+	const void *val;
+	size_t size;
+
+	if (rd_kafka_message_headers(m, &h) || !h || rd_kafka_header_cnt(h) == 0) {
+		sl_batch_set_null(b, row, col);
+		return 0;
+	}
+	scratch->len = 0;
+	sl_strbuf_addc(scratch, '[');
+	for (size_t i = 0; !rd_kafka_header_get_all(h, i, &name, &val, &size); i++) {
+		sl_strbuf_adds(scratch, i ? ",{\"key\":" : "{\"key\":");
+		json_string(scratch, name, strlen(name));
+		sl_strbuf_adds(scratch, ",\"value\":");
+		if (!val) {
+			sl_strbuf_adds(scratch, "null");
+		} else if (p->kc->vformat == SL_KAFKA_V_STRING) {
+			json_string(scratch, val, size);
+		} else {
+			sl_strbuf_addc(scratch, '"');
+			base64(scratch, val, size);
+			sl_strbuf_addc(scratch, '"');
+		}
+		sl_strbuf_addc(scratch, '}');
+	}
+	sl_strbuf_addc(scratch, ']');
+	return scratch->oom ? ENOMEM : sl_batch_set_str(b, row, col, scratch->p, scratch->len);
+}
+
+/* One record into b: Spark's columns, or its value decoded (valueFormat json). */
+static int add_record(struct sl_source *p, rd_kafka_message_t *m, const struct part *pt,
+		      struct sl_batch *b, struct sl_decode_stats *st, struct sl_strbuf *scratch)
+{
+	size_t row;
+	int rc;
+
+	if (p->kc->vformat == SL_KAFKA_V_JSON) {
+		struct sl_decode_error de = {0};
+		if (!m->payload || m->len == 0) {
+			st->lines++; /* a record without a value makes no row */
+			return 0;
+		}
+		rc = sl_decode_file(p->dec, NULL, m->payload, m->len, b, st, &de);
+		if (rc == SL_EMALFORMED)
+			seterr(p, "kafka: %s-%d offset %" PRId64 ": %s (mode FAILFAST)", pt->topic,
+			       pt->partition, m->offset, de.reason);
+		return rc;
+	}
+	rd_kafka_timestamp_type_t tt;
+	int64_t ts = rd_kafka_message_timestamp(m, &tt);
+	if ((rc = sl_batch_add_row(b, &row)))
+		return rc;
+	if ((rc = set_bytes(p, b, row, 0, m->key, m->key_len, scratch)) ||
+	    (rc = set_bytes(p, b, row, 1, m->payload, m->len, scratch)) ||
+	    (rc = sl_batch_set_str(b, row, 2, pt->topic, strlen(pt->topic))))
+		return rc;
+	sl_batch_set_int(b, row, 3, pt->partition);
+	sl_batch_set_int(b, row, 4, m->offset);
+	if (ts >= 0)
+		sl_batch_set_int(b, row, 5, ts * 1000);
+	else
+		sl_batch_set_null(b, row, 5);
+	/* Kafka's TimestampType.id: 0 CreateTime, 1 LogAppendTime, -1 none */
+	sl_batch_set_int(b, row, 6,
+			 tt == RD_KAFKA_TIMESTAMP_CREATE_TIME	    ? 0
+			 : tt == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? 1
+								    : -1);
+	if (p->kc->include_headers && (rc = set_headers(p, b, row, 7, m, scratch)))
+		return rc;
+	st->lines++;
+	st->rows++;
+	return 0;
+}
+
+/* Assigns only (topic, partition) at offset. */
+static int assign_at(struct sl_source *p, const struct part *pt, int64_t offset)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	if (!l)
+		return ENOMEM;
+	rd_kafka_topic_partition_list_add(l, pt->topic, pt->partition)->offset = offset;
+	rd_kafka_resp_err_t e = rd_kafka_assign(p->rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	if (e) {
+		seterr(p, "kafka: cannot read %s-%d: %s", pt->topic, pt->partition,
+		       rd_kafka_err2str(e));
+		return EIO;
+	}
+	return 0;
+}
+
+/*
+ * The offsets below next are gone: [next, lo) lost. 0 with *resume the
+ * offset to go on from (failOnDataLoss false), or SL_EDATALOSS.
+ */
+static int lost_below(struct sl_source *p, const struct part *pt, int64_t next, int64_t *resume)
+{
+	int64_t lo, hi;
+	int rc;
+
+	if ((rc = watermarks(p, pt->topic, pt->partition, &lo, &hi)))
+		return rc;
+	if (lo <= next) {
+		*resume = next; /* still there: read it again */
+		return 0;
+	}
+	int64_t to = lo < pt->until ? lo : pt->until;
+	if ((rc = data_loss(p, (uint64_t)(to - next),
+			    "topic '%s' partition %d: offsets %" PRId64 " to %" PRId64
+			    " are gone (the earliest offset is now %" PRId64 ")",
+			    pt->topic, pt->partition, next, to - 1, lo)))
+		return rc;
+	*resume = to;
+	return 0;
+}
+
+static int kafka_read(struct sl_source *p, size_t part, struct sl_batch *b,
+		      struct sl_decode_stats *st, char *err, size_t errlen)
+{
+	struct sl_strbuf scratch = {0};
+	int64_t next, deadline;
+	int rc = 0;
+
+	if (part >= p->nparts)
+		return 0;
+	const struct part *pt = &p->parts[part];
+	p->error[0] = 0;
+	next = pt->from;
+	if ((rc = assign_at(p, pt, next)))
+		goto done;
+	deadline = now_ms() + p->kc->poll_timeout_ms;
+	while (next < pt->until) {
+		if (p->stop && *p->stop) {
+			seterr(p, "kafka: reading %s-%d stopped by the unmount", pt->topic,
+			       pt->partition);
+			rc = ECANCELED;
+			break;
+		}
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(p->rk, 100);
+		if (!m) {
+			if (now_ms() > deadline) {
+				seterr(p, "kafka: no record of %s-%d at offset %" PRId64
+					  " within kafkaConsumer.pollTimeoutMs (%" PRId64 " ms)",
+				       pt->topic, pt->partition, next, p->kc->poll_timeout_ms);
+				rc = ETIMEDOUT;
+				break;
+			}
+			continue;
+		}
+		int64_t resume = -1;
+		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+			/* the log ends before the range does: truncated? */
+			if (m->offset < pt->until) {
+				int64_t lo, hi;
+				if ((rc = watermarks(p, pt->topic, pt->partition, &lo, &hi)) == 0 &&
+				    hi < pt->until) {
+					rc = data_loss(p, (uint64_t)(pt->until - (hi > next ? hi : next)),
+						       "topic '%s' partition %d: offsets %" PRId64
+						       " to %" PRId64 " are gone (the log ends at %" PRId64 ")",
+						       pt->topic, pt->partition, hi > next ? hi : next,
+						       pt->until - 1, hi);
+					if (rc == 0)
+						next = pt->until;
+				}
+			} else {
+				next = pt->until; /* read_committed: only markers were left */
+			}
+		} else if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+			   m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
+			if ((rc = lost_below(p, pt, next, &resume)) == 0 && resume != next)
+				next = resume;
+			else if (rc == 0)
+				resume = -1;
+		} else if (m->err) {
+			/* transient (a broker went away): librdkafka retries; the deadline bounds it */
+			sl_log(SL_LOG_DEBUG, "query '%s': kafka: %s", p->q->name,
+			       rd_kafka_message_errstr(m));
+		} else if (m->partition == pt->partition && m->offset >= next &&
+			   m->offset < pt->until) {
+			if (m->offset > next) {
+				/* a gap: compaction and transaction markers make them; retention too */
+				int64_t lo, hi;
+				if ((rc = watermarks(p, pt->topic, pt->partition, &lo, &hi)) == 0 &&
+				    lo > next)
+					rc = data_loss(p, (uint64_t)(lo - next),
+						       "topic '%s' partition %d: offsets %" PRId64
+						       " to %" PRId64 " are gone (the earliest offset is now %" PRId64 ")",
+						       pt->topic, pt->partition, next, lo - 1, lo);
+			}
+			if (rc == 0) {
+				rc = add_record(p, m, pt, b, st, &scratch);
+				next = m->offset + 1;
+				deadline = now_ms() + p->kc->poll_timeout_ms;
+			}
+		} else if (m->partition == pt->partition && m->offset >= pt->until) {
+			next = pt->until;
+		}
+		rd_kafka_message_destroy(m);
+		if (rc)
+			break;
+		if (resume >= 0 && next < pt->until && (rc = assign_at(p, pt, next)))
+			break;
+	}
+	rd_kafka_assign(p->rk, NULL);
+done:
+	sl_strbuf_release(&scratch);
+	if (rc && p->error[0])
+		snprintf(err, errlen, "%s", p->error);
+	return rc;
+}
+
+/* ---- the rest of the contract ---- */
+
+static int kafka_pending(struct sl_txn *t, const struct sl_query_config *q, uint32_t qid,
+			 struct sl_source_backlog *out)
+{
+	char key[48];
+	uint64_t lat, end;
+	int rc;
+
+	(void)q;
+	*out = (struct sl_source_backlog){.known = true, .unit = {"offsets", NULL}};
+	sl_qlog_meta_key(key, sizeof(key), qid, "klat");
+	if ((rc = sl_txn_meta_get(t, key, &lat)))
+		return rc;
+	sl_qlog_meta_key(key, sizeof(key), qid, "kend");
+	if ((rc = sl_txn_meta_get(t, key, &end)))
+		return rc;
+	if (end == 0) {
+		/* no batch yet: behind the initial offsets */
+		const void *v;
+		size_t len;
+		struct sl_kafka_offsets o = {0};
+		char why[64];
+		rc = sl_qlog_get(t, qid, 's', 0, &v, &len);
+		if (rc == SL_NOTFOUND)
+			return 0;
+		if (rc)
+			return rc;
+		if (len > 4 &&
+		    sl_kafka_offsets_parse((const char *)v + 4, len - 4, false, &o, why, sizeof(why)) == 0) {
+			end = offsets_sum(&o);
+			sl_kafka_offsets_release(&o);
+		}
+	}
+	out->v[0] = lat > end ? lat - end : 0;
+	return 0;
+}
+
+static int kafka_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch,
+			    struct sl_source_metrics *m)
+{
+	struct sl_kafka_offsets e = {0};
+	int rc;
+
+	(void)t;
+	(void)batch;
+	if (!p->latest.n || (rc = parse_offsets(p, p->end, &e)))
+		return 0; /* a replay in a new run: no latest known, no metrics (Spark's rule) */
+	uint64_t min = UINT64_MAX, max = 0, sum = 0;
+	for (size_t i = 0; i < e.n; i++) {
+		const struct sl_kafka_tpo *l =
+		    sl_kafka_offsets_find(&p->latest, e.e[i].topic, e.e[i].partition);
+		uint64_t behind = l && l->offset > e.e[i].offset ? (uint64_t)(l->offset - e.e[i].offset) : 0;
+		min = behind < min ? behind : min;
+		max = behind > max ? behind : max;
+		sum += behind;
+	}
+	if (e.n) {
+		m->nmetrics = 3;
+		m->metrics[0].name = "avgOffsetsBehindLatest";
+		m->metrics[0].value = sum / e.n;
+		m->metrics[0].real = (double)sum / (double)e.n;
+		m->metrics[0].is_real = true;
+		m->metrics[1].name = "maxOffsetsBehindLatest";
+		m->metrics[1].value = max;
+		m->metrics[2].name = "minOffsetsBehindLatest";
+		m->metrics[2].value = min;
+		if (p->lost) {
+			m->nmetrics = 4;
+			m->metrics[3].name = "dataLoss";
+			m->metrics[3].value = p->lost;
+			p->lost = 0;
+		}
+	}
+	sl_kafka_offsets_release(&e);
+	return 0;
+}
+
+static void kafka_describe(const struct sl_source *p, char *buf, size_t len)
+{
+	const struct sl_kafka_config *c = p->kc;
+	struct sl_strbuf b = {0};
+
+	if (c->strategy == SL_KAFKA_SUBSCRIBE) {
+		sl_strbuf_adds(&b, "KafkaV2[Subscribe[");
+		for (size_t i = 0; i < c->ntopics; i++)
+			sl_strbuf_addf(&b, "%s%s", i ? ", " : "", c->topics[i]);
+	} else if (c->strategy == SL_KAFKA_PATTERN) {
+		sl_strbuf_addf(&b, "KafkaV2[SubscribePattern[%s", c->pattern);
+	} else {
+		sl_strbuf_adds(&b, "KafkaV2[Assign[");
+		for (size_t i = 0; i < c->assign.n; i++)
+			sl_strbuf_addf(&b, "%s%s-%d", i ? ", " : "", c->assign.e[i].topic,
+				       c->assign.e[i].partition);
+	}
+	sl_strbuf_adds(&b, "]]");
+	if (b.oom)
+		snprintf(buf, len, "KafkaV2");
+	else
+		snprintf(buf, len, "%.*s", (int)b.len, b.p);
+	sl_strbuf_release(&b);
+}
+
+/* librdkafka's log lines: debug lines of sluice's, secrets masked. */
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	struct sl_source *p = rd_kafka_opaque(rk);
+	char line[1024];
+
+	(void)level;
+	snprintf(line, sizeof(line), "%s", buf);
+	if (p)
+		sl_secret_mask(line, sizeof(line), p->secrets, p->nsecrets);
+	sl_log(SL_LOG_DEBUG, "query '%s': librdkafka %s: %s", p ? p->q->name : "?", fac, line);
+}
+
+static int conf_set(struct sl_source *p, rd_kafka_conf_t *conf, const char *k, const char *v)
+{
+	char why[512];
+
+	if (rd_kafka_conf_set(conf, k, v, why, sizeof(why)) != RD_KAFKA_CONF_OK) {
+		seterr(p, "queries.%s.source.kafka.%s: %s", p->q->name, k, why);
+		return SL_ECONFIG;
+	}
+	return 0;
+}
+
+static void kafka_stop(struct sl_source *p);
+
+static int kafka_open(const struct sl_source_args *a, struct sl_source **out)
+{
+	struct sl_source *p = calloc(1, sizeof(*p));
+	const struct sl_kafka_config *c = a->q->source.kafka;
+	rd_kafka_conf_t *conf = NULL;
+	char why[512], group[128];
+	int rc = 0;
+
+	if (!p)
+		return ENOMEM;
+	p->l = a->l;
+	p->q = a->q;
+	p->kc = c;
+	p->qid = a->qid;
+	p->stop = a->stop;
+	p->fix_end = a->seq_limit != UINT64_MAX || a->q->trigger == SL_TRIGGER_AVAILABLE_NOW ||
+		     a->q->trigger == SL_TRIGGER_ONCE;
+	if (!c) {
+		free(p);
+		return EINVAL;
+	}
+	if (c->vformat == SL_KAFKA_V_JSON && (rc = sl_decoder_new(a->q, &p->dec)))
+		goto fail;
+	if (!(conf = rd_kafka_conf_new())) {
+		rc = ENOMEM;
+		goto fail;
+	}
+	rd_kafka_conf_set_opaque(conf, p);
+	rd_kafka_conf_set_log_cb(conf, on_log);
+	/* a group id is needed by the consumer; it never joins it nor commits */
+	snprintf(group, sizeof(group), "sluice-kafka-source-%s-%" PRIu32, a->q->name, a->qid);
+	static const char *const forced[] = {
+	    "enable.auto.commit", "false", "enable.auto.offset.store", "false",
+	    "auto.offset.reset", "error", "enable.partition.eof", "true", NULL};
+	rc = conf_set(p, conf, "group.id", group);
+	for (size_t i = 0; rc == 0 && i < c->nkv; i++) {
+		const char *k = c->kv[2 * i], *v = c->kv[2 * i + 1];
+		char *s = NULL;
+		if (sl_secret_is_ref(v)) {
+			if ((rc = sl_secret_read(v, &s, why, sizeof(why)))) {
+				seterr(p, "queries.%s.source.kafka.%s: %s", a->q->name, k, why);
+				rc = SL_ECONFIG;
+				break;
+			}
+			char **g = realloc(p->secrets, (p->nsecrets + 1) * sizeof(*g));
+			if (!g) {
+				sl_secret_free(s);
+				rc = ENOMEM;
+				break;
+			}
+			p->secrets = g;
+			p->secrets[p->nsecrets++] = s;
+			v = s;
+		} else if (sl_kafka_key_is_secret(k)) {
+			char *dup = strdup(v);
+			char **g = dup ? realloc(p->secrets, (p->nsecrets + 1) * sizeof(*g)) : NULL;
+			if (!g) {
+				free(dup);
+				rc = ENOMEM;
+				break;
+			}
+			p->secrets = g;
+			p->secrets[p->nsecrets++] = dup;
+		}
+		rc = conf_set(p, conf, k, v);
+	}
+	for (size_t i = 0; rc == 0 && forced[i]; i += 2)
+		rc = conf_set(p, conf, forced[i], forced[i + 1]);
+	if (rc)
+		goto fail;
+	if (c->group_id)
+		sl_log(SL_LOG_WARNING,
+		       "query '%s': kafka.group.id is set: the source never joins the group nor "
+		       "commits to it, but concurrently running queries or sources with the same "
+		       "group id may interfere with each other",
+		       a->q->name);
+	if (!(p->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof(why)))) {
+		seterr(p, "kafka: cannot make a consumer: %s", why);
+		rc = SL_ECONFIG;
+		goto fail;
+	}
+	conf = NULL; /* the handle owns it */
+	*out = p;
+	return 0;
+fail:
+	if (conf)
+		rd_kafka_conf_destroy(conf);
+	if (p->error[0])
+		sl_log(SL_LOG_ERR, "query '%s': %s", a->q->name, p->error);
+	kafka_stop(p);
+	return rc;
+}
+
+static void kafka_stop(struct sl_source *p)
+{
+	if (!p)
+		return;
+	if (p->rk) {
+		rd_kafka_assign(p->rk, NULL);
+		rd_kafka_consumer_close(p->rk);
+		rd_kafka_destroy(p->rk);
+	}
+	sl_decoder_free(p->dec);
+	parts_free(p);
+	sl_kafka_offsets_release(&p->latest);
+	sl_kafka_offsets_release(&p->fixed);
+	for (size_t i = 0; i < p->nsecrets; i++)
+		sl_secret_free(p->secrets[i]);
+	free(p->secrets);
+	free(p);
+}
+
+const struct sl_source_ops sl_source_kafka = {
+    .name = "kafka",
+    .replayable = true,
+    .open = kafka_open,
+    .prepare = kafka_prepare,
+    .replay = kafka_replay,
+    .latest_offset = kafka_latest_offset,
+    .log = kafka_log,
+    .read = kafka_read,
+    .pending = kafka_pending,
+    .commit_txn = kafka_commit_txn,
+    .describe = kafka_describe,
+    .stop = kafka_stop,
+};
