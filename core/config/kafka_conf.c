@@ -374,8 +374,8 @@ void sl_kafka_config_free(struct sl_kafka_config *c)
 
 bool sl_kafka_key_is_secret(const char *key)
 {
-	return strstr(key, "password") || !strncmp(key, "sasl.", 5) || strstr(key, ".key") ||
-	       strstr(key, "secret");
+	return strstr(key, "password") || strstr(key, "secret") ||
+	       !strcmp(key, "sasl.oauthbearer.config") || !strcmp(key, "ssl.key.pem");
 }
 
 /* Spark's refusals of kafka.* keys (KafkaSourceProvider), by key. */
@@ -507,8 +507,10 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 						 "queries or sources with the same group id may "
 						 "interfere with each other (Spark's warning)");
 			}
-			if (rc == 0 && sl_kafka_key_is_secret(k + 6))
+			if (rc == 0 && sl_kafka_key_is_secret(k + 6) && !c->secret) {
 				c->secret = true;
+				snprintf(c->secret_key, sizeof(c->secret_key), "%s", k);
+			}
 		} else if (in_list(k, streaming_only) >= 0) {
 			rc = fail(err, errlen, "ending offsets are not valid in streaming queries");
 		} else if (in_list(k, not_yet) >= 0) {

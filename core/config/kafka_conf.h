@@ -61,6 +61,7 @@ struct sl_kafka_config {
 	size_t nkv;		     /* pairs */
 	bool group_id;		     /* kafka.group.id was given (Spark warns) */
 	bool secret;		     /* a kafka.* key holds a password or key */
+	char secret_key[128];	     /* the first such key, with "kafka." */
 };
 
 /* Frees c and everything in it. Accepts NULL. */
@@ -82,7 +83,10 @@ struct sl_kafka_opt {
 int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_kafka_config **out,
 			  const char **bad, char *err, size_t errlen, char *warn, size_t warnlen);
 
-/* True when a kafka.* key (without "kafka.") holds a secret: *password*, sasl.*, *.key*. */
+/*
+ * True when a kafka.* key (without "kafka.") holds a secret: *password*,
+ * *secret*, sasl.oauthbearer.config, ssl.key.pem.
+ */
 bool sl_kafka_key_is_secret(const char *key);
 
 /*

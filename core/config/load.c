@@ -1576,7 +1576,8 @@ root_decref:
 }
 
 /*
- * A sluice.json that names a command (a process source, an exec sink) must be the daemon
+ * A sluice.json that names a command (a process source, an exec sink) or a
+ * secret (a kafka password or key, even as @file:/@env:) must be the daemon
  * user's and writable by no one else, as sshd's StrictModes: whoever can
  * write it can run commands as that user (CONNECTORS "Commands and secrets").
  */
@@ -1585,6 +1586,7 @@ static int check_owner(const struct sl_config *c, int fd, const char *path, char
 {
 	const struct sl_query_config *q = NULL;
 	const char *field = "sink.command";
+	char kfield[160];
 	struct stat st;
 
 	for (size_t k = 0; k < sl_config_nqueries(c) && !q; k++) {
@@ -1593,6 +1595,11 @@ static int check_owner(const struct sl_config *c, int fd, const char *path, char
 			field = "source.command";
 		} else if (sl_config_query(c, k)->sink_format == SL_SINK_EXEC) {
 			q = sl_config_query(c, k);
+		} else if (sl_config_query(c, k)->source.kafka &&
+			   sl_config_query(c, k)->source.kafka->secret) {
+			q = sl_config_query(c, k);
+			snprintf(kfield, sizeof(kfield), "source.%s", q->source.kafka->secret_key);
+			field = kfield;
 		}
 	}
 	if (!q)
@@ -1603,16 +1610,17 @@ static int check_owner(const struct sl_config *c, int fd, const char *path, char
 	}
 	if (st.st_uid != geteuid()) {
 		snprintf(err, errlen,
-			 "queries.%s.%s: '%s' names a command but is owned by uid %u, "
+			 "queries.%s.%s: '%s' names a %s but is owned by uid %u, "
 			 "not by uid %u that runs it",
-			 q->name, field, path, (unsigned)st.st_uid, (unsigned)geteuid());
+			 q->name, field, path, field != kfield ? "command" : "secret",
+			 (unsigned)st.st_uid, (unsigned)geteuid());
 		return SL_ECONFIG;
 	}
 	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
 		snprintf(err, errlen,
-			 "queries.%s.%s: '%s' names a command but is writable by %s "
+			 "queries.%s.%s: '%s' names a %s but is writable by %s "
 			 "(chmod go-w '%s')",
-			 q->name, field, path, st.st_mode & S_IWOTH ? "others" : "its group", path);
+			 q->name, field, path, field != kfield ? "command" : "secret", st.st_mode & S_IWOTH ? "others" : "its group", path);
 		return SL_ECONFIG;
 	}
 	return 0;
