@@ -323,8 +323,16 @@ static int resolve_initial(struct sl_source *p, const struct sl_kafka_offsets *l
 		if (c->start == SL_KAFKA_START_JSON) {
 			const struct sl_kafka_tpo *j =
 			    sl_kafka_offsets_find(&c->start_json, e->topic, e->partition);
-			/* Spark: with subscribe, partitions left out start at latest */
-			want = j ? j->offset : SL_KAFKA_LATEST;
+			if (!j) {
+				/* Spark's assert in fetchSpecificOffsets */
+				seterr(p, "queries.%s.source.startingOffsets: if startingOffsets "
+					  "contains specific offsets, you must specify all "
+					  "TopicPartitions: %s-%d is missing",
+				       p->q->name, e->topic, e->partition);
+				rc = SL_ECONFIG;
+				break;
+			}
+			want = j->offset;
 		}
 		int64_t lo = 0, hi = e->offset;
 		if (want == SL_KAFKA_EARLIEST || want >= 0)

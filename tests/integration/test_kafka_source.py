@@ -208,6 +208,18 @@ def test_starting_offsets_json_and_assign(mounts, tmp_path, clusters):
     m.unmount()
 
 
+def test_starting_offsets_json_must_name_every_partition(tmp_path, clusters):
+    """Spark's assert: specific offsets name every partition the strategy reads."""
+    kc = clusters({"t": 2})
+    data = str(tmp_path / "data")
+    write_config(data, {"k": {"source": kafka(kc, subscribe="t",
+                                               startingOffsets={"t": {"0": -2}})}})
+    p = util.sluice("run", "--available-now", data)
+    assert p.returncode != 0
+    assert "queries.k.source.startingOffsets: if startingOffsets contains specific offsets, " \
+        "you must specify all TopicPartitions: t-1 is missing" in p.stderr, p.stderr
+
+
 def test_subscribe_pattern_matches_whole_names(mounts, tmp_path, clusters):
     kc = clusters({"ev-a": 1, "ev-b": 1, "xev-c": 1})
     for t in ("ev-a", "ev-b", "xev-c"):
