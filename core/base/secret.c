@@ -9,10 +9,7 @@
 
 #include "secret.h"
 
-bool sl_secret_is_ref(const char *s)
-{
-	return !strncmp(s, "@env:", 5) || !strncmp(s, "@file:", 6);
-}
+bool sl_secret_is_ref(const char *s) { return !strncmp(s, "@env:", 5) || !strncmp(s, "@file:", 6); }
 
 int sl_secret_read(const char *ref, char **out, char *why, size_t whylen)
 {

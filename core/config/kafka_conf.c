@@ -176,7 +176,8 @@ static int integer(struct rd *r, int64_t *out, const char *what)
 	errno = 0;
 	/* the text is NUL-ended somewhere after: strtoll stops at the first non-digit */
 	long long v = strtoll(r->s, &e, 10);
-	if (errno || e > r->end || e == r->s || (e < r->end && (*e == '.' || *e == 'e' || *e == 'E')))
+	if (errno || e > r->end || e == r->s ||
+	    (e < r->end && (*e == '.' || *e == 'e' || *e == 'E')))
 		return fail(r->err, r->errlen, "expected an integer %s", what);
 	r->s = e;
 	*out = v;
@@ -222,7 +223,8 @@ static int topics_object(struct rd *r, struct sl_kafka_offsets *o, bool special,
 					return rc;
 				if (off < 0 || off > INT32_MAX)
 					return fail(r->err, r->errlen,
-						    "topic '%s': partition %" PRId64 " is not a partition number",
+						    "topic '%s': partition %" PRId64
+						    " is not a partition number",
 						    topic, off);
 				p = (int32_t)off;
 				off = 0;
@@ -231,14 +233,16 @@ static int topics_object(struct rd *r, struct sl_kafka_offsets *o, bool special,
 				    (rc = partition_of(r, part, &p)))
 					return rc;
 				if (!eat(r, ':'))
-					return fail(r->err, r->errlen, "expected ':' after partition");
+					return fail(r->err, r->errlen,
+						    "expected ':' after partition");
 				if ((rc = integer(r, &off, "offset")))
 					return rc;
 				if (off < (special ? SL_KAFKA_EARLIEST : 0))
-					return fail(r->err, r->errlen,
-						    "%s-%d: offset %" PRId64 " is not %s", topic, p, off,
-						    special ? "an offset, -2 (earliest) or -1 (latest)"
-							    : "an offset");
+					return fail(
+					    r->err, r->errlen,
+					    "%s-%d: offset %" PRId64 " is not %s", topic, p, off,
+					    special ? "an offset, -2 (earliest) or -1 (latest)"
+						    : "an offset");
 			}
 			if (sl_kafka_offsets_find(o, topic, p))
 				return fail(r->err, r->errlen, "%s-%d is given twice", topic, p);
@@ -436,16 +440,32 @@ static int split_topics(struct sl_kafka_config *c, const char *s)
 	return 0;
 }
 
-static const char *const known[] = {
-    "schema", "assign", "subscribe", "subscribePattern", "startingOffsets",
-    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "failOnDataLoss",
-    "includeHeaders", "valueFormat", "pollInterval", "mode", "kafkaConsumer.pollTimeoutMs",
-    "groupIdPrefix", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", NULL};
+static const char *const known[] = {"schema",
+				    "assign",
+				    "subscribe",
+				    "subscribePattern",
+				    "startingOffsets",
+				    "maxOffsetsPerTrigger",
+				    "minOffsetsPerTrigger",
+				    "maxTriggerDelay",
+				    "failOnDataLoss",
+				    "includeHeaders",
+				    "valueFormat",
+				    "pollInterval",
+				    "mode",
+				    "kafkaConsumer.pollTimeoutMs",
+				    "groupIdPrefix",
+				    "fetchOffset.numRetries",
+				    "fetchOffset.retryIntervalMs",
+				    NULL};
 
 static const char *const streaming_only[] = {"endingOffsets", "endingOffsetsByTimestamp", NULL};
-static const char *const not_yet[] = {"startingOffsetsByTimestamp", "startingTimestamp",
-				      "startingOffsetsByTimestampStrategy", "minPartitions",
-				      "maxRecordsPerPartition", NULL};
+static const char *const not_yet[] = {"startingOffsetsByTimestamp",
+				      "startingTimestamp",
+				      "startingOffsetsByTimestampStrategy",
+				      "minPartitions",
+				      "maxRecordsPerPartition",
+				      NULL};
 
 static int in_list(const char *key, const char *const *list)
 {
@@ -492,10 +512,12 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 				rc = fail(err, errlen, "%s", why);
 			else if (opts[i].v.kind == SL_CONFIG_V_COMPOSITE ||
 				 !strcmp(opts[i].v.str, "null"))
-				rc = fail(err, errlen, "expected a string, number or boolean, got %s",
+				rc = fail(err, errlen,
+					  "expected a string, number or boolean, got %s",
 					  opts[i].v.str);
 			else if (!k[6])
-				rc = fail(err, errlen, "expected a Kafka client property after 'kafka.'");
+				rc = fail(err, errlen,
+					  "expected a Kafka client property after 'kafka.'");
 			else
 				rc = add_kv(c, k + 6, opts[i].v.str);
 			if (rc == 0 && !strcmp(k + 6, "group.id")) {
@@ -545,21 +567,24 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		}
 	}
 	if (!nstrat) {
-		rc = fail(err, errlen,
-			  "one of the options 'assign', 'subscribe', 'subscribePattern' is required");
+		rc = fail(
+		    err, errlen,
+		    "one of the options 'assign', 'subscribe', 'subscribePattern' is required");
 		goto fail;
 	}
 	*bad = skey;
 	if (c->strategy == SL_KAFKA_ASSIGN) {
 		if (sv->kind != SL_CONFIG_V_COMPOSITE && sv->kind != SL_CONFIG_V_STRING) {
-			rc = fail(err, errlen, "expected e.g. {\"topicA\":[0,1],\"topicB\":[0,1]}, got %s",
+			rc = fail(err, errlen,
+				  "expected e.g. {\"topicA\":[0,1],\"topicB\":[0,1]}, got %s",
 				  sv->str);
 			goto fail;
 		}
 		char msg[256];
 		rc = sl_kafka_assign_parse(sv->str, strlen(sv->str), &c->assign, msg, sizeof(msg));
 		if (rc == SL_ECONFIG)
-			fail(err, errlen, "%s; expected e.g. {\"topicA\":[0,1],\"topicB\":[0,1]}", msg);
+			fail(err, errlen, "%s; expected e.g. {\"topicA\":[0,1],\"topicB\":[0,1]}",
+			     msg);
 		if (rc)
 			goto fail;
 		/* the canonical text, for compat and the description: {"t":[0,1]} */
@@ -619,8 +644,9 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		if (!strcmp(c->kv[2 * i], "bootstrap.servers") && c->kv[2 * i + 1][0])
 			has_bootstrap = true;
 	if (!has_bootstrap) {
-		rc = fail(err, errlen, "option 'kafka.bootstrap.servers' must be specified for "
-				       "configuring Kafka consumer");
+		rc = fail(err, errlen,
+			  "option 'kafka.bootstrap.servers' must be specified for "
+			  "configuring Kafka consumer");
 		goto fail;
 	}
 
@@ -633,8 +659,8 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		} else if (v->kind == SL_CONFIG_V_STRING || v->kind == SL_CONFIG_V_COMPOSITE) {
 			char msg[256];
 			c->start = SL_KAFKA_START_JSON;
-			rc = sl_kafka_offsets_parse(v->str, strlen(v->str), true, &c->start_json, msg,
-						    sizeof(msg));
+			rc = sl_kafka_offsets_parse(v->str, strlen(v->str), true, &c->start_json,
+						    msg, sizeof(msg));
 			if (rc == SL_ECONFIG)
 				fail(err, errlen,
 				     "expected 'earliest', 'latest' or JSON as "
@@ -645,16 +671,19 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 			/* with assign, every assigned partition must be there (Spark's assert) */
 			for (size_t i = 0; c->strategy == SL_KAFKA_ASSIGN && i < c->assign.n; i++) {
 				const struct sl_kafka_tpo *e = &c->assign.e[i];
-				if (!sl_kafka_offsets_find(&c->start_json, e->topic, e->partition)) {
-					rc = fail(err, errlen,
-						  "if startingOffsets contains specific offsets, you "
-						  "must specify all TopicPartitions: %s-%d is missing",
-						  e->topic, e->partition);
+				if (!sl_kafka_offsets_find(&c->start_json, e->topic,
+							   e->partition)) {
+					rc = fail(
+					    err, errlen,
+					    "if startingOffsets contains specific offsets, you "
+					    "must specify all TopicPartitions: %s-%d is missing",
+					    e->topic, e->partition);
 					goto fail;
 				}
 			}
 		} else {
-			rc = fail(err, errlen, "expected 'earliest', 'latest' or JSON, got %s", v->str);
+			rc = fail(err, errlen, "expected 'earliest', 'latest' or JSON, got %s",
+				  v->str);
 			goto fail;
 		}
 	}

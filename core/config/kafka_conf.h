@@ -43,25 +43,25 @@ enum sl_kafka_vformat {
 
 struct sl_kafka_config {
 	enum sl_kafka_strategy strategy;
-	char *strategy_text;	     /* the option's value as written (compat, description) */
-	char **topics;		     /* subscribe: the topics, trimmed, none empty */
+	char *strategy_text; /* the option's value as written (compat, description) */
+	char **topics;	     /* subscribe: the topics, trimmed, none empty */
 	size_t ntopics;
-	char *pattern;		     /* subscribePattern: a POSIX extended regex, whole name */
+	char *pattern;			/* subscribePattern: a POSIX extended regex, whole name */
 	struct sl_kafka_offsets assign; /* assign: the partitions (offsets 0) */
-	enum sl_kafka_start start;   /* startingOffsets; default latest */
+	enum sl_kafka_start start;	/* startingOffsets; default latest */
 	struct sl_kafka_offsets start_json; /* startingOffsets JSON (-2/-1 allowed) */
-	int64_t max_offsets;	     /* maxOffsetsPerTrigger, > 0; 0 when unset */
-	int64_t min_offsets;	     /* minOffsetsPerTrigger, > 0; 0 when unset */
-	int64_t max_trigger_delay_us; /* maxTriggerDelay; default 15 minutes */
-	bool fail_on_data_loss;	     /* failOnDataLoss; default true */
-	bool include_headers;	     /* includeHeaders; default false */
-	enum sl_kafka_vformat vformat; /* valueFormat; default binary */
-	int64_t poll_timeout_ms;     /* kafkaConsumer.pollTimeoutMs; default 120000 */
-	char **kv;		     /* kafka.* without the prefix: key, value, key, value ... */
-	size_t nkv;		     /* pairs */
-	bool group_id;		     /* kafka.group.id was given (Spark warns) */
-	bool secret;		     /* a kafka.* key holds a password or key */
-	char secret_key[128];	     /* the first such key, with "kafka." */
+	int64_t max_offsets;		    /* maxOffsetsPerTrigger, > 0; 0 when unset */
+	int64_t min_offsets;		    /* minOffsetsPerTrigger, > 0; 0 when unset */
+	int64_t max_trigger_delay_us;	    /* maxTriggerDelay; default 15 minutes */
+	bool fail_on_data_loss;		    /* failOnDataLoss; default true */
+	bool include_headers;		    /* includeHeaders; default false */
+	enum sl_kafka_vformat vformat;	    /* valueFormat; default binary */
+	int64_t poll_timeout_ms;	    /* kafkaConsumer.pollTimeoutMs; default 120000 */
+	char **kv;	      /* kafka.* without the prefix: key, value, key, value ... */
+	size_t nkv;	      /* pairs */
+	bool group_id;	      /* kafka.group.id was given (Spark warns) */
+	bool secret;	      /* a kafka.* key holds a password or key */
+	char secret_key[128]; /* the first such key, with "kafka." */
 };
 
 /* Frees c and everything in it. Accepts NULL. */

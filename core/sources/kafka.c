@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
 #include <regex.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "decode.h"
 #include "err.h"
 #include "kafka_conf.h"
+#include "kafka_int.h"
 #include "land.h"
 #include "log.h"
 #include "qlog.h"
@@ -27,56 +29,17 @@
 #include "source_kafka.h"
 #include "strbuf.h"
 
-#define OFF SL_SOURCE_OFFSET_MAX
 #define KEEP_BATCHES 100 /* 'b' records kept */
 #define META_MS 10000	 /* the longest wait for metadata or offsets */
 
-/* One read: a topic-partition's range [from, until). */
-struct part {
-	char *topic;
-	int32_t partition;
-	int64_t from, until;
-};
-
-struct sl_source {
-	struct sl_land *l;
-	const struct sl_query_config *q;
-	const struct sl_kafka_config *kc;
-	uint32_t qid;
-	const volatile bool *stop;
-	bool fix_end;		/* availableNow or `sluice run`: the end is fixed at first */
-	rd_kafka_t *rk;		/* the consumer: assign + seek, never a group member */
-	struct sl_decoder *dec; /* valueFormat json */
-	char **secrets;		/* resolved @env:/@file: values, masked in messages */
-	size_t nsecrets;
-	char error[1024];
-	/* what prepare() found */
-	bool prepared;
-	uint64_t batch;	       /* the batch it planned */
-	bool replay;	       /* logged by an earlier run */
-	bool first;	       /* no batch before it */
-	bool write_initial;    /* 's' 0 is to be written */
-	int64_t ts_ms;	       /* replay: batchTimestampMs */
-	char initial[OFF];     /* the initial offsets' JSON */
-	char last_end[OFF];    /* the last logged end, or "" */
-	char begin[OFF], end[OFF];
-	struct part *parts;
-	size_t nparts;
-	struct sl_kafka_offsets latest; /* latest offsets at the last asking */
-	bool have_fixed;
-	struct sl_kafka_offsets fixed; /* availableNow: the run's end */
-	int64_t last_trigger_ms;       /* minOffsetsPerTrigger: when a batch last fired */
-	uint64_t lost;		       /* failOnDataLoss false: offsets skipped */
-};
-
-static int64_t now_ms(void)
+int64_t sl_kafka_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
 }
 
-__attribute__((format(printf, 2, 3))) static void seterr(struct sl_source *p, const char *fmt, ...)
+void sl_kafka_seterr(struct sl_source *p, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -98,12 +61,14 @@ static void parts_free(struct sl_source *p)
 /* ---- the brokers ---- */
 
 /* [lo, hi) of a partition: its earliest and latest offsets. */
-static int watermarks(struct sl_source *p, const char *topic, int32_t part, int64_t *lo,
-		      int64_t *hi)
+int sl_kafka_watermarks(struct sl_source *p, const char *topic, int32_t part, int64_t *lo,
+			int64_t *hi)
 {
-	rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(p->rk, topic, part, lo, hi, META_MS);
+	rd_kafka_resp_err_t e =
+	    rd_kafka_query_watermark_offsets(p->rk, topic, part, lo, hi, META_MS);
 	if (e) {
-		seterr(p, "kafka: cannot get the offsets of %s-%d: %s", topic, part, rd_kafka_err2str(e));
+		sl_kafka_seterr(p, "kafka: cannot get the offsets of %s-%d: %s", topic, part,
+				rd_kafka_err2str(e));
 		return EIO;
 	}
 	return 0;
@@ -120,7 +85,9 @@ static bool wanted(const struct sl_source *p, const char *topic, regex_t *re)
 		return false;
 	}
 	if (c->strategy == SL_KAFKA_PATTERN)
-		return topic[0] != '_' && regexec(re, topic, 0, NULL, 0) == 0;
+		/* Kafka's internal topics (__consumer_offsets ...) are left out, as Spark's
+		 * consumer does */
+		return strncmp(topic, "__", 2) && regexec(re, topic, 0, NULL, 0) == 0;
 	for (size_t i = 0; i < c->assign.n; i++)
 		if (!strcmp(c->assign.e[i].topic, topic))
 			return true;
@@ -145,15 +112,17 @@ static int fetch_latest(struct sl_source *p, struct sl_kafka_offsets *out)
 		char anchored[1024];
 		snprintf(anchored, sizeof(anchored), "^(%s)$", c->pattern);
 		if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB)) {
-			seterr(p, "kafka: subscribePattern '%s' is not a POSIX extended regex",
-			       c->pattern);
+			sl_kafka_seterr(
+			    p, "kafka: subscribePattern '%s' is not a POSIX extended regex",
+			    c->pattern);
 			return SL_ECONFIG;
 		}
 		have_re = true;
 	}
 	rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 1, NULL, &md, META_MS);
 	if (e) {
-		seterr(p, "kafka: cannot get the cluster's metadata: %s", rd_kafka_err2str(e));
+		sl_kafka_seterr(p, "kafka: cannot get the cluster's metadata: %s",
+				rd_kafka_err2str(e));
 		rc = EIO;
 		goto done;
 	}
@@ -167,7 +136,7 @@ static int fetch_latest(struct sl_source *p, struct sl_kafka_offsets *out)
 			if (c->strategy == SL_KAFKA_ASSIGN &&
 			    !sl_kafka_offsets_find(&c->assign, mt->topic, id))
 				continue;
-			if ((rc = watermarks(p, mt->topic, id, &lo, &hi)) == 0)
+			if ((rc = sl_kafka_watermarks(p, mt->topic, id, &lo, &hi)) == 0)
 				rc = sl_kafka_offsets_set(&o, mt->topic, id, hi);
 		}
 	}
@@ -187,8 +156,7 @@ done:
  * Data loss (Spark's reportDataLoss): with failOnDataLoss the query stops
  * naming what was lost; without, it is logged and counted.
  */
-__attribute__((format(printf, 3, 4))) static int data_loss(struct sl_source *p, uint64_t n,
-							   const char *fmt, ...)
+int sl_kafka_data_loss(struct sl_source *p, uint64_t n, const char *fmt, ...)
 {
 	char what[512];
 	va_list ap;
@@ -197,10 +165,12 @@ __attribute__((format(printf, 3, 4))) static int data_loss(struct sl_source *p, 
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
 	if (p->kc->fail_on_data_loss) {
-		seterr(p, "kafka: %s: some data may have been lost because it is not available in "
-			  "Kafka any more (aged out by retention, or the topic was deleted); set "
-			  "failOnDataLoss to false to skip it and go on",
-		       what);
+		sl_kafka_seterr(
+		    p,
+		    "kafka: %s: some data may have been lost because it is not available in "
+		    "Kafka any more (aged out by retention, or the topic was deleted); set "
+		    "failOnDataLoss to false to skip it and go on",
+		    what);
 		return SL_EDATALOSS;
 	}
 	p->lost += n;
@@ -283,7 +253,8 @@ static int make_parts(struct sl_source *p, const struct sl_kafka_offsets *b,
 	if (!p->parts)
 		return ENOMEM;
 	for (size_t i = 0; i < e->n; i++) {
-		const struct sl_kafka_tpo *s = sl_kafka_offsets_find(b, e->e[i].topic, e->e[i].partition);
+		const struct sl_kafka_tpo *s =
+		    sl_kafka_offsets_find(b, e->e[i].topic, e->e[i].partition);
 		int64_t from = s ? s->offset : 0;
 		if (e->e[i].offset <= from)
 			continue;
@@ -303,7 +274,7 @@ static int parse_offsets(struct sl_source *p, const char *text, struct sl_kafka_
 	char why[256];
 	int rc = sl_kafka_offsets_parse(text, strlen(text), false, o, why, sizeof(why));
 	if (rc == SL_ECONFIG) {
-		seterr(p, "kafka: a logged offset is not Spark's offset JSON: %s", why);
+		sl_kafka_seterr(p, "kafka: a logged offset is not Spark's offset JSON: %s", why);
 		return SL_ECORRUPT;
 	}
 	return rc;
@@ -319,16 +290,19 @@ static int resolve_initial(struct sl_source *p, const struct sl_kafka_offsets *l
 
 	for (size_t i = 0; rc == 0 && i < latest->n; i++) {
 		const struct sl_kafka_tpo *e = &latest->e[i];
-		int64_t want = c->start == SL_KAFKA_START_EARLIEST ? SL_KAFKA_EARLIEST : SL_KAFKA_LATEST;
+		int64_t want =
+		    c->start == SL_KAFKA_START_EARLIEST ? SL_KAFKA_EARLIEST : SL_KAFKA_LATEST;
 		if (c->start == SL_KAFKA_START_JSON) {
 			const struct sl_kafka_tpo *j =
 			    sl_kafka_offsets_find(&c->start_json, e->topic, e->partition);
 			if (!j) {
 				/* Spark's assert in fetchSpecificOffsets */
-				seterr(p, "queries.%s.source.startingOffsets: if startingOffsets "
-					  "contains specific offsets, you must specify all "
-					  "TopicPartitions: %s-%d is missing",
-				       p->q->name, e->topic, e->partition);
+				sl_kafka_seterr(
+				    p,
+				    "queries.%s.source.startingOffsets: if startingOffsets "
+				    "contains specific offsets, you must specify all "
+				    "TopicPartitions: %s-%d is missing",
+				    p->q->name, e->topic, e->partition);
 				rc = SL_ECONFIG;
 				break;
 			}
@@ -336,7 +310,7 @@ static int resolve_initial(struct sl_source *p, const struct sl_kafka_offsets *l
 		}
 		int64_t lo = 0, hi = e->offset;
 		if (want == SL_KAFKA_EARLIEST || want >= 0)
-			rc = watermarks(p, e->topic, e->partition, &lo, &hi);
+			rc = sl_kafka_watermarks(p, e->topic, e->partition, &lo, &hi);
 		if (rc == 0)
 			rc = sl_kafka_offsets_set(&o, e->topic, e->partition,
 						  want == SL_KAFKA_EARLIEST ? lo
@@ -346,8 +320,9 @@ static int resolve_initial(struct sl_source *p, const struct sl_kafka_offsets *l
 	for (size_t i = 0; rc == 0 && c->start == SL_KAFKA_START_JSON && i < c->start_json.n; i++) {
 		const struct sl_kafka_tpo *j = &c->start_json.e[i];
 		if (!sl_kafka_offsets_find(latest, j->topic, j->partition))
-			rc = data_loss(p, 0, "startingOffsets names %s-%d, which does not exist",
-				       j->topic, j->partition);
+			rc = sl_kafka_data_loss(p, 0,
+						"startingOffsets names %s-%d, which does not exist",
+						j->topic, j->partition);
 	}
 	if (rc)
 		sl_kafka_offsets_release(&o);
@@ -374,7 +349,8 @@ static int plan(struct sl_source *p, const struct sl_kafka_offsets *start,
 	for (size_t i = 0; rc == 0 && i < start->n; i++) {
 		const struct sl_kafka_tpo *s = &start->e[i];
 		if (!sl_kafka_offsets_find(&p->latest, s->topic, s->partition))
-			rc = data_loss(p, 0, "partition %s-%d is gone", s->topic, s->partition);
+			rc = sl_kafka_data_loss(p, 0, "partition %s-%d is gone", s->topic,
+						s->partition);
 	}
 	for (size_t i = 0; rc == 0 && i < until->n; i++) {
 		const struct sl_kafka_tpo *u = &until->e[i];
@@ -385,19 +361,20 @@ static int plan(struct sl_source *p, const struct sl_kafka_offsets *start,
 		} else {
 			/* a new partition: from its earliest (Spark's rule) */
 			int64_t lo, hi;
-			if ((rc = watermarks(p, u->topic, u->partition, &lo, &hi)))
+			if ((rc = sl_kafka_watermarks(p, u->topic, u->partition, &lo, &hi)))
 				break;
-			if (lo != 0 && (rc = data_loss(p, (uint64_t)lo,
-						       "added partition %s-%d starts from %" PRId64
-						       " instead of 0",
-						       u->topic, u->partition, lo)))
+			if (lo != 0 &&
+			    (rc = sl_kafka_data_loss(p, (uint64_t)lo,
+						     "added partition %s-%d starts from %" PRId64
+						     " instead of 0",
+						     u->topic, u->partition, lo)))
 				break;
 			from_off = lo;
 		}
 		if (u->offset < from_off &&
-		    (rc = data_loss(p, 0,
-				    "partition %s-%d's offset was changed from %" PRId64 " to %" PRId64,
-				    u->topic, u->partition, from_off, u->offset)))
+		    (rc = sl_kafka_data_loss(
+			 p, 0, "partition %s-%d's offset was changed from %" PRId64 " to %" PRId64,
+			 u->topic, u->partition, from_off, u->offset)))
 			break;
 		if ((rc = sl_kafka_offsets_set(&b, u->topic, u->partition, from_off)) ||
 		    (rc = sl_kafka_offsets_set(&e, u->topic, u->partition,
@@ -409,10 +386,11 @@ static int plan(struct sl_source *p, const struct sl_kafka_offsets *start,
 	/* minOffsetsPerTrigger, held back at most maxTriggerDelay */
 	bool delay = false;
 	if (c->min_offsets && !p->fix_end) {
-		int64_t now = now_ms(), avail = 0;
+		int64_t now = sl_kafka_now_ms(), avail = 0;
 		for (size_t i = 0; i < e.n; i++)
 			avail += e.e[i].offset - b.e[i].offset;
-		if (p->last_trigger_ms && now - p->last_trigger_ms < c->max_trigger_delay_us / 1000 &&
+		if (p->last_trigger_ms &&
+		    now - p->last_trigger_ms < c->max_trigger_delay_us / 1000 &&
 		    avail < c->min_offsets)
 			delay = true;
 		else
@@ -497,6 +475,8 @@ static int read_state(struct sl_source *p, bool *logged, bool *has_initial)
 	return rc;
 }
 
+static int make_client(struct sl_source *p);
+
 static int kafka_prepare(struct sl_source *p, char *err, size_t errlen)
 {
 	struct sl_kafka_offsets start = {0}, begin = {0}, end = {0}, latest = {0};
@@ -507,7 +487,7 @@ static int kafka_prepare(struct sl_source *p, char *err, size_t errlen)
 	p->error[0] = 0;
 	p->write_initial = false;
 	parts_free(p);
-	if ((rc = read_state(p, &logged, &has_initial)))
+	if ((rc = make_client(p)) || (rc = read_state(p, &logged, &has_initial)))
 		goto done;
 	if (logged) {
 		/* a replay: exactly the logged range */
@@ -546,7 +526,8 @@ static int kafka_prepare(struct sl_source *p, char *err, size_t errlen)
 	if ((rc = sl_kafka_offsets_render(&begin, p->begin, OFF)) ||
 	    (rc = sl_kafka_offsets_render(&end, p->end, OFF))) {
 		if (rc == ENAMETOOLONG)
-			seterr(p, "kafka: the offsets of %zu partitions pass %d bytes", end.n, OFF - 1);
+			sl_kafka_seterr(p, "kafka: the offsets of %zu partitions pass %d bytes",
+					end.n, OFF - 1);
 		goto done;
 	}
 	rc = make_parts(p, &begin, &end);
@@ -654,269 +635,6 @@ static int kafka_log(struct sl_source *p, struct sl_txn *t, uint64_t batch, int6
 	return rc;
 }
 
-/* ---- reading ---- */
-
-static void base64(struct sl_strbuf *b, const unsigned char *s, size_t n)
-{
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) |
-			     (i + 2 < n ? s[i + 2] : 0);
-		char q[4] = {tab[v >> 18 & 63], tab[v >> 12 & 63],
-			     i + 1 < n ? tab[v >> 6 & 63] : '=', i + 2 < n ? tab[v & 63] : '='};
-		sl_strbuf_add(b, q, 4);
-	}
-}
-
-/* Bytes as the column shows them: base64 (binary) or as they are (string). */
-static int set_bytes(struct sl_source *p, struct sl_batch *b, size_t row, size_t col,
-		     const void *v, size_t n, struct sl_strbuf *scratch)
-{
-	if (!v) {
-		sl_batch_set_null(b, row, col);
-		return 0;
-	}
-	if (p->kc->vformat == SL_KAFKA_V_STRING)
-		return sl_batch_set_str(b, row, col, v, n);
-	scratch->len = 0;
-	base64(scratch, v, n);
-	return scratch->oom ? ENOMEM : sl_batch_set_str(b, row, col, scratch->p, scratch->len);
-}
-
-static void json_string(struct sl_strbuf *b, const char *s, size_t n)
-{
-	sl_strbuf_addc(b, '"');
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == '"' || c == '\\') {
-			sl_strbuf_addc(b, '\\');
-			sl_strbuf_addc(b, (char)c);
-		} else if (c < 0x20) {
-			sl_strbuf_addf(b, "\\u%04x", c);
-		} else {
-			sl_strbuf_addc(b, (char)c);
-		}
-	}
-	sl_strbuf_addc(b, '"');
-}
-
-/* headers: [{"key":"k","value":"<base64 or text>"}, ...] as text; null without any. */
-static int set_headers(struct sl_source *p, struct sl_batch *b, size_t row, size_t col,
-		       rd_kafka_message_t *m, struct sl_strbuf *scratch)
-{
-	rd_kafka_headers_t *h = NULL;
-	const char *name;
-	const void *val;
-	size_t size;
-
-	if (rd_kafka_message_headers(m, &h) || !h || rd_kafka_header_cnt(h) == 0) {
-		sl_batch_set_null(b, row, col);
-		return 0;
-	}
-	scratch->len = 0;
-	sl_strbuf_addc(scratch, '[');
-	for (size_t i = 0; !rd_kafka_header_get_all(h, i, &name, &val, &size); i++) {
-		sl_strbuf_adds(scratch, i ? ",{\"key\":" : "{\"key\":");
-		json_string(scratch, name, strlen(name));
-		sl_strbuf_adds(scratch, ",\"value\":");
-		if (!val) {
-			sl_strbuf_adds(scratch, "null");
-		} else if (p->kc->vformat == SL_KAFKA_V_STRING) {
-			json_string(scratch, val, size);
-		} else {
-			sl_strbuf_addc(scratch, '"');
-			base64(scratch, val, size);
-			sl_strbuf_addc(scratch, '"');
-		}
-		sl_strbuf_addc(scratch, '}');
-	}
-	sl_strbuf_addc(scratch, ']');
-	return scratch->oom ? ENOMEM : sl_batch_set_str(b, row, col, scratch->p, scratch->len);
-}
-
-/* One record into b: Spark's columns, or its value decoded (valueFormat json). */
-static int add_record(struct sl_source *p, rd_kafka_message_t *m, const struct part *pt,
-		      struct sl_batch *b, struct sl_decode_stats *st, struct sl_strbuf *scratch)
-{
-	size_t row;
-	int rc;
-
-	if (p->kc->vformat == SL_KAFKA_V_JSON) {
-		struct sl_decode_error de = {0};
-		if (!m->payload || m->len == 0) {
-			st->lines++; /* a record without a value makes no row */
-			return 0;
-		}
-		rc = sl_decode_file(p->dec, NULL, m->payload, m->len, b, st, &de);
-		if (rc == SL_EMALFORMED)
-			seterr(p, "kafka: %s-%d offset %" PRId64 ": %s (mode FAILFAST)", pt->topic,
-			       pt->partition, m->offset, de.reason);
-		return rc;
-	}
-	rd_kafka_timestamp_type_t tt;
-	int64_t ts = rd_kafka_message_timestamp(m, &tt);
-	if ((rc = sl_batch_add_row(b, &row)))
-		return rc;
-	if ((rc = set_bytes(p, b, row, 0, m->key, m->key_len, scratch)) ||
-	    (rc = set_bytes(p, b, row, 1, m->payload, m->len, scratch)) ||
-	    (rc = sl_batch_set_str(b, row, 2, pt->topic, strlen(pt->topic))))
-		return rc;
-	sl_batch_set_int(b, row, 3, pt->partition);
-	sl_batch_set_int(b, row, 4, m->offset);
-	if (ts >= 0)
-		sl_batch_set_int(b, row, 5, ts * 1000);
-	else
-		sl_batch_set_null(b, row, 5);
-	/* Kafka's TimestampType.id: 0 CreateTime, 1 LogAppendTime, -1 none */
-	sl_batch_set_int(b, row, 6,
-			 tt == RD_KAFKA_TIMESTAMP_CREATE_TIME	    ? 0
-			 : tt == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? 1
-								    : -1);
-	if (p->kc->include_headers && (rc = set_headers(p, b, row, 7, m, scratch)))
-		return rc;
-	st->lines++;
-	st->rows++;
-	return 0;
-}
-
-/* Assigns only (topic, partition) at offset. */
-static int assign_at(struct sl_source *p, const struct part *pt, int64_t offset)
-{
-	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-	if (!l)
-		return ENOMEM;
-	rd_kafka_topic_partition_list_add(l, pt->topic, pt->partition)->offset = offset;
-	rd_kafka_resp_err_t e = rd_kafka_assign(p->rk, l);
-	rd_kafka_topic_partition_list_destroy(l);
-	if (e) {
-		seterr(p, "kafka: cannot read %s-%d: %s", pt->topic, pt->partition,
-		       rd_kafka_err2str(e));
-		return EIO;
-	}
-	return 0;
-}
-
-/*
- * The offsets below next are gone: [next, lo) lost. 0 with *resume the
- * offset to go on from (failOnDataLoss false), or SL_EDATALOSS.
- */
-static int lost_below(struct sl_source *p, const struct part *pt, int64_t next, int64_t *resume)
-{
-	int64_t lo, hi;
-	int rc;
-
-	if ((rc = watermarks(p, pt->topic, pt->partition, &lo, &hi)))
-		return rc;
-	if (lo <= next) {
-		*resume = next; /* still there: read it again */
-		return 0;
-	}
-	int64_t to = lo < pt->until ? lo : pt->until;
-	if ((rc = data_loss(p, (uint64_t)(to - next),
-			    "topic '%s' partition %d: offsets %" PRId64 " to %" PRId64
-			    " are gone (the earliest offset is now %" PRId64 ")",
-			    pt->topic, pt->partition, next, to - 1, lo)))
-		return rc;
-	*resume = to;
-	return 0;
-}
-
-static int kafka_read(struct sl_source *p, size_t part, struct sl_batch *b,
-		      struct sl_decode_stats *st, char *err, size_t errlen)
-{
-	struct sl_strbuf scratch = {0};
-	int64_t next, deadline;
-	int rc = 0;
-
-	if (part >= p->nparts)
-		return 0;
-	const struct part *pt = &p->parts[part];
-	p->error[0] = 0;
-	next = pt->from;
-	if ((rc = assign_at(p, pt, next)))
-		goto done;
-	deadline = now_ms() + p->kc->poll_timeout_ms;
-	while (next < pt->until) {
-		if (p->stop && *p->stop) {
-			seterr(p, "kafka: reading %s-%d stopped by the unmount", pt->topic,
-			       pt->partition);
-			rc = ECANCELED;
-			break;
-		}
-		rd_kafka_message_t *m = rd_kafka_consumer_poll(p->rk, 100);
-		if (!m) {
-			if (now_ms() > deadline) {
-				seterr(p, "kafka: no record of %s-%d at offset %" PRId64
-					  " within kafkaConsumer.pollTimeoutMs (%" PRId64 " ms)",
-				       pt->topic, pt->partition, next, p->kc->poll_timeout_ms);
-				rc = ETIMEDOUT;
-				break;
-			}
-			continue;
-		}
-		int64_t resume = -1;
-		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-			/* the log ends before the range does: truncated? */
-			if (m->offset < pt->until) {
-				int64_t lo, hi;
-				if ((rc = watermarks(p, pt->topic, pt->partition, &lo, &hi)) == 0 &&
-				    hi < pt->until) {
-					rc = data_loss(p, (uint64_t)(pt->until - (hi > next ? hi : next)),
-						       "topic '%s' partition %d: offsets %" PRId64
-						       " to %" PRId64 " are gone (the log ends at %" PRId64 ")",
-						       pt->topic, pt->partition, hi > next ? hi : next,
-						       pt->until - 1, hi);
-					if (rc == 0)
-						next = pt->until;
-				}
-			} else {
-				next = pt->until; /* read_committed: only markers were left */
-			}
-		} else if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
-			   m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
-			if ((rc = lost_below(p, pt, next, &resume)) == 0 && resume != next)
-				next = resume;
-			else if (rc == 0)
-				resume = -1;
-		} else if (m->err) {
-			/* transient (a broker went away): librdkafka retries; the deadline bounds it */
-			sl_log(SL_LOG_DEBUG, "query '%s': kafka: %s", p->q->name,
-			       rd_kafka_message_errstr(m));
-		} else if (m->partition == pt->partition && m->offset >= next &&
-			   m->offset < pt->until) {
-			if (m->offset > next) {
-				/* a gap: compaction and transaction markers make them; retention too */
-				int64_t lo, hi;
-				if ((rc = watermarks(p, pt->topic, pt->partition, &lo, &hi)) == 0 &&
-				    lo > next)
-					rc = data_loss(p, (uint64_t)(lo - next),
-						       "topic '%s' partition %d: offsets %" PRId64
-						       " to %" PRId64 " are gone (the earliest offset is now %" PRId64 ")",
-						       pt->topic, pt->partition, next, lo - 1, lo);
-			}
-			if (rc == 0) {
-				rc = add_record(p, m, pt, b, st, &scratch);
-				next = m->offset + 1;
-				deadline = now_ms() + p->kc->poll_timeout_ms;
-			}
-		} else if (m->partition == pt->partition && m->offset >= pt->until) {
-			next = pt->until;
-		}
-		rd_kafka_message_destroy(m);
-		if (rc)
-			break;
-		if (resume >= 0 && next < pt->until && (rc = assign_at(p, pt, next)))
-			break;
-	}
-	rd_kafka_assign(p->rk, NULL);
-done:
-	sl_strbuf_release(&scratch);
-	if (rc && p->error[0])
-		snprintf(err, errlen, "%s", p->error);
-	return rc;
-}
-
 /* ---- the rest of the contract ---- */
 
 static int kafka_pending(struct sl_txn *t, const struct sl_query_config *q, uint32_t qid,
@@ -945,8 +663,8 @@ static int kafka_pending(struct sl_txn *t, const struct sl_query_config *q, uint
 			return 0;
 		if (rc)
 			return rc;
-		if (len > 4 &&
-		    sl_kafka_offsets_parse((const char *)v + 4, len - 4, false, &o, why, sizeof(why)) == 0) {
+		if (len > 4 && sl_kafka_offsets_parse((const char *)v + 4, len - 4, false, &o, why,
+						      sizeof(why)) == 0) {
 			end = offsets_sum(&o);
 			sl_kafka_offsets_release(&o);
 		}
@@ -969,7 +687,8 @@ static int kafka_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batc
 	for (size_t i = 0; i < e.n; i++) {
 		const struct sl_kafka_tpo *l =
 		    sl_kafka_offsets_find(&p->latest, e.e[i].topic, e.e[i].partition);
-		uint64_t behind = l && l->offset > e.e[i].offset ? (uint64_t)(l->offset - e.e[i].offset) : 0;
+		uint64_t behind =
+		    l && l->offset > e.e[i].offset ? (uint64_t)(l->offset - e.e[i].offset) : 0;
 		min = behind < min ? behind : min;
 		max = behind > max ? behind : max;
 		sum += behind;
@@ -1038,58 +757,59 @@ static int conf_set(struct sl_source *p, rd_kafka_conf_t *conf, const char *k, c
 	char why[512];
 
 	if (rd_kafka_conf_set(conf, k, v, why, sizeof(why)) != RD_KAFKA_CONF_OK) {
-		seterr(p, "queries.%s.source.kafka.%s: %s", p->q->name, k, why);
+		sl_kafka_seterr(p, "queries.%s.source.kafka.%s: %s", p->q->name, k, why);
 		return SL_ECONFIG;
 	}
 	return 0;
 }
 
-static void kafka_stop(struct sl_source *p);
-
-static int kafka_open(const struct sl_source_args *a, struct sl_source **out)
+/*
+ * The consumer, made at the first prepare() (which can say what is wrong
+ * with a kafka.* option): Spark's forced settings over the user's, secrets
+ * resolved. 0, or an error with p->error set.
+ */
+static int make_client(struct sl_source *p)
 {
-	struct sl_source *p = calloc(1, sizeof(*p));
-	const struct sl_kafka_config *c = a->q->source.kafka;
-	rd_kafka_conf_t *conf = NULL;
+	const struct sl_kafka_config *c = p->kc;
+	rd_kafka_conf_t *conf;
 	char why[512], group[128];
-	int rc = 0;
+	int rc;
 
-	if (!p)
+	if (p->rk)
+		return 0;
+	if (!(conf = rd_kafka_conf_new()))
 		return ENOMEM;
-	p->l = a->l;
-	p->q = a->q;
-	p->kc = c;
-	p->qid = a->qid;
-	p->stop = a->stop;
-	p->fix_end = a->seq_limit != UINT64_MAX || a->q->trigger == SL_TRIGGER_AVAILABLE_NOW ||
-		     a->q->trigger == SL_TRIGGER_ONCE;
-	if (!c) {
-		free(p);
-		return EINVAL;
-	}
-	if (c->vformat == SL_KAFKA_V_JSON && (rc = sl_decoder_new(a->q, &p->dec)))
-		goto fail;
-	if (!(conf = rd_kafka_conf_new())) {
-		rc = ENOMEM;
-		goto fail;
-	}
 	rd_kafka_conf_set_opaque(conf, p);
 	rd_kafka_conf_set_log_cb(conf, on_log);
 	/* a group id is needed by the consumer; it never joins it nor commits */
-	snprintf(group, sizeof(group), "sluice-kafka-source-%s-%" PRIu32, a->q->name, a->qid);
-	static const char *const forced[] = {
-	    "enable.auto.commit", "false", "enable.auto.offset.store", "false",
-	    "auto.offset.reset", "error", "enable.partition.eof", "true", NULL};
+	snprintf(group, sizeof(group), "sluice-kafka-source-%s-%" PRIu32, p->q->name, p->qid);
+	static const char *const forced[] = {"enable.auto.commit",
+					     "false",
+					     "enable.auto.offset.store",
+					     "false",
+					     "auto.offset.reset",
+					     "error",
+					     "enable.partition.eof",
+					     "true",
+					     NULL};
 	rc = conf_set(p, conf, "group.id", group);
 	for (size_t i = 0; rc == 0 && i < c->nkv; i++) {
 		const char *k = c->kv[2 * i], *v = c->kv[2 * i + 1];
 		char *s = NULL;
 		if (sl_secret_is_ref(v)) {
 			if ((rc = sl_secret_read(v, &s, why, sizeof(why)))) {
-				seterr(p, "queries.%s.source.kafka.%s: %s", a->q->name, k, why);
+				sl_kafka_seterr(p, "queries.%s.source.kafka.%s: %s", p->q->name, k,
+						why);
 				rc = SL_ECONFIG;
 				break;
 			}
+			v = s;
+		} else if (sl_kafka_key_is_secret(k) && !(s = strdup(v))) {
+			rc = ENOMEM;
+			break;
+		}
+		if (s) {
+			/* kept for masking */
 			char **g = realloc(p->secrets, (p->nsecrets + 1) * sizeof(*g));
 			if (!g) {
 				sl_secret_free(s);
@@ -1098,45 +818,52 @@ static int kafka_open(const struct sl_source_args *a, struct sl_source **out)
 			}
 			p->secrets = g;
 			p->secrets[p->nsecrets++] = s;
-			v = s;
-		} else if (sl_kafka_key_is_secret(k)) {
-			char *dup = strdup(v);
-			char **g = dup ? realloc(p->secrets, (p->nsecrets + 1) * sizeof(*g)) : NULL;
-			if (!g) {
-				free(dup);
-				rc = ENOMEM;
-				break;
-			}
-			p->secrets = g;
-			p->secrets[p->nsecrets++] = dup;
 		}
 		rc = conf_set(p, conf, k, v);
 	}
 	for (size_t i = 0; rc == 0 && forced[i]; i += 2)
 		rc = conf_set(p, conf, forced[i], forced[i + 1]);
-	if (rc)
-		goto fail;
+	if (rc) {
+		rd_kafka_conf_destroy(conf);
+		return rc;
+	}
 	if (c->group_id)
 		sl_log(SL_LOG_WARNING,
 		       "query '%s': kafka.group.id is set: the source never joins the group nor "
 		       "commits to it, but concurrently running queries or sources with the same "
 		       "group id may interfere with each other",
-		       a->q->name);
+		       p->q->name);
 	if (!(p->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof(why)))) {
-		seterr(p, "kafka: cannot make a consumer: %s", why);
-		rc = SL_ECONFIG;
-		goto fail;
+		rd_kafka_conf_destroy(conf);
+		sl_kafka_seterr(p, "queries.%s.source: cannot make a Kafka consumer: %s",
+				p->q->name, why);
+		return SL_ECONFIG;
 	}
-	conf = NULL; /* the handle owns it */
+	return 0;
+}
+
+static int kafka_open(const struct sl_source_args *a, struct sl_source **out)
+{
+	struct sl_source *p;
+	int rc;
+
+	if (!a->q->source.kafka)
+		return EINVAL;
+	if (!(p = calloc(1, sizeof(*p))))
+		return ENOMEM;
+	p->l = a->l;
+	p->q = a->q;
+	p->kc = a->q->source.kafka;
+	p->qid = a->qid;
+	p->stop = a->stop;
+	p->fix_end = a->seq_limit != UINT64_MAX || a->q->trigger == SL_TRIGGER_AVAILABLE_NOW ||
+		     a->q->trigger == SL_TRIGGER_ONCE;
+	if (p->kc->vformat == SL_KAFKA_V_JSON && (rc = sl_decoder_new(a->q, &p->dec))) {
+		free(p);
+		return rc;
+	}
 	*out = p;
 	return 0;
-fail:
-	if (conf)
-		rd_kafka_conf_destroy(conf);
-	if (p->error[0])
-		sl_log(SL_LOG_ERR, "query '%s': %s", a->q->name, p->error);
-	kafka_stop(p);
-	return rc;
 }
 
 static void kafka_stop(struct sl_source *p)
@@ -1166,7 +893,7 @@ const struct sl_source_ops sl_source_kafka = {
     .replay = kafka_replay,
     .latest_offset = kafka_latest_offset,
     .log = kafka_log,
-    .read = kafka_read,
+    .read = sl_kafka_read,
     .pending = kafka_pending,
     .commit_txn = kafka_commit_txn,
     .describe = kafka_describe,

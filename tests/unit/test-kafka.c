@@ -31,10 +31,18 @@ static void test_offsets_round_trip(void)
 	/* -1 and -2 only where startingOffsets allows them */
 	CHECK(sl_kafka_offsets_parse("{\"t\":{\"0\":-1}}", 14, false, &o, err, sizeof(err)) ==
 	      SL_ECONFIG);
-	static const char *const bad[] = {
-	    "", "[]", "{\"t\":[0]}", "{\"t\":{\"0\":1.5}}", "{\"t\":{\"x\":1}}",
-	    "{\"t\":{\"0\":1,\"0\":2}}", "{\"t\":{\"0\":1}} x", "{\"\":{\"0\":1}}",
-	    "{\"t\":{\"0\":-3}}", "{\"t\":{\"01\":1}}", "{\"t\":{\"0\":1}", NULL};
+	static const char *const bad[] = {"",
+					  "[]",
+					  "{\"t\":[0]}",
+					  "{\"t\":{\"0\":1.5}}",
+					  "{\"t\":{\"x\":1}}",
+					  "{\"t\":{\"0\":1,\"0\":2}}",
+					  "{\"t\":{\"0\":1}} x",
+					  "{\"\":{\"0\":1}}",
+					  "{\"t\":{\"0\":-3}}",
+					  "{\"t\":{\"01\":1}}",
+					  "{\"t\":{\"0\":1}",
+					  NULL};
 	for (int i = 0; bad[i]; i++) {
 		int rc = sl_kafka_offsets_parse(bad[i], strlen(bad[i]), true, &o, err, sizeof(err));
 		if (rc != SL_ECONFIG)
@@ -121,13 +129,15 @@ static void test_options(void)
 		return;
 	}
 	CHECK_OK(load("{" B ",\"subscribe\":\" a, ,b \"}", err, sizeof(err)));
-	CHECK_OK(load("{" B ",\"assign\":{\"t\":[0,1]},\"startingOffsets\":{\"t\":{\"0\":-2,\"1\":5}}}",
+	CHECK_OK(load("{" B
+		      ",\"assign\":{\"t\":[0,1]},\"startingOffsets\":{\"t\":{\"0\":-2,\"1\":5}}}",
 		      err, sizeof(err)));
 	CHECK_OK(load("{" B ",\"assign\":\"{\\\"t\\\":[0]}\",\"maxOffsetsPerTrigger\":\"10\"}", err,
 		      sizeof(err)));
-	const char *ok = "{\"queries\":{\"q\":{\"source\":{" B ",\"subscribePattern\":\"ev.*\","
-			 "\"valueFormat\":\"json\",\"schema\":\"id BIGINT\",\"includeHeaders\":true,"
-			 "\"kafka.group.id\":\"g\",\"kafka.isolation.level\":\"read_committed\"}}}}";
+	const char *ok =
+	    "{\"queries\":{\"q\":{\"source\":{" B ",\"subscribePattern\":\"ev.*\","
+	    "\"valueFormat\":\"json\",\"schema\":\"id BIGINT\",\"includeHeaders\":true,"
+	    "\"kafka.group.id\":\"g\",\"kafka.isolation.level\":\"read_committed\"}}}}";
 	CHECK_OK(sl_config_parse(ok, strlen(ok), "test", &c, err, sizeof(err)));
 	const struct sl_kafka_config *k = sl_config_query(c, 0)->source.kafka;
 	CHECK(k->strategy == SL_KAFKA_PATTERN && !strcmp(k->pattern, "ev.*"));
@@ -143,14 +153,16 @@ static void test_options(void)
 	expect_refused("{" B ",\"subscribe\":\" , \"}",
 		       "queries.q.source.subscribe: no topics to subscribe to");
 	expect_refused("{\"format\":\"kafka\",\"subscribe\":\"a\"}", "kafka.bootstrap.servers");
-	static const char *const keys[] = {"auto.offset.reset", "key.deserializer",
-					   "value.deserializer", "enable.auto.commit",
+	static const char *const keys[] = {"auto.offset.reset",	  "key.deserializer",
+					   "value.deserializer",  "enable.auto.commit",
 					   "interceptor.classes", NULL};
 	for (int i = 0; keys[i]; i++) {
 		char src[256], want[256];
-		snprintf(src, sizeof(src), "{" B ",\"subscribe\":\"a\",\"kafka.%s\":\"x\"}", keys[i]);
-		snprintf(want, sizeof(want), "queries.q.source.kafka.%s: Kafka option '%s' is not supported",
-			 keys[i], keys[i]);
+		snprintf(src, sizeof(src), "{" B ",\"subscribe\":\"a\",\"kafka.%s\":\"x\"}",
+			 keys[i]);
+		snprintf(want, sizeof(want),
+			 "queries.q.source.kafka.%s: Kafka option '%s' is not supported", keys[i],
+			 keys[i]);
 		expect_refused(src, want);
 	}
 	expect_refused("{" B ",\"subscribe\":\"a\",\"schema\":\"x INT\"}",
@@ -172,7 +184,8 @@ static void test_options(void)
 		       "queries.q.source.maxOffsetsPerTrigger:");
 	expect_refused("{" B ",\"subscribe\":\"a\",\"path\":\"x\"}",
 		       "queries.q.source.path: the kafka format reads no files");
-	expect_refused("{" B ",\"subscribe\":\"a\",\"bogus\":1}", "queries.q.source.bogus: unknown option");
+	expect_refused("{" B ",\"subscribe\":\"a\",\"bogus\":1}",
+		       "queries.q.source.bogus: unknown option");
 	expect_refused("{" B ",\"subscribe\":\"a\",\"mode\":\"FAILFAST\"}",
 		       "queries.q.source.mode: only with valueFormat json");
 }
