@@ -340,6 +340,26 @@ def test_option_errors_name_the_field(tmp_path):
         assert p.returncode == 4 and want in p.stderr, (opts, p.returncode, p.stderr)
 
 
+def test_kafka_values_go_to_librdkafka(mounts, tmp_path, clusters):
+    """kafka.* values reach librdkafka: read_committed is taken (the mock
+    has no aborted transactions to hide), a value it refuses is named in
+    lastError."""
+    kc = clusters({"t": 1})
+    produce(kc, "t", ["a"])
+    data = str(tmp_path / "data")
+    write_config(data, {"k": {"source": kafka(kc, subscribe="t", startingOffsets="earliest",
+                                               valueFormat="string",
+                                               **{"kafka.isolation.level": "read_committed"})}})
+    assert "1 rows" in run(data).stdout
+    write_config(data, {"k": {"source": kafka(kc, subscribe="t",
+                                               **{"kafka.isolation.level": "bogus"})}})
+    p = util.sluice("run", "--available-now", data)
+    assert p.returncode == 1
+    want = 'queries.k.source.kafka.isolation.level: Invalid value "bogus"'
+    assert want in p.stderr, p.stderr
+    assert want in status(data, "k")["lastError"]
+
+
 def test_group_id_is_accepted_with_sparks_warning(mounts, tmp_path, clusters):
     kc = clusters({"t": 1})
     produce(kc, "t", ["a"])
