@@ -793,6 +793,13 @@ static int make_client(struct sl_source *p)
 					     "true",
 					     NULL};
 	rc = conf_set(p, conf, "group.id", group);
+	/*
+	 * The consumer is assigned only while it reads a range that is there:
+	 * a fetch that waits for more (librdkafka's 500 ms default) only holds
+	 * up the next partition's read. The user's kafka.* setting wins.
+	 */
+	if (rc == 0)
+		rc = conf_set(p, conf, "fetch.wait.max.ms", "10");
 	for (size_t i = 0; rc == 0 && i < c->nkv; i++) {
 		const char *k = c->kv[2 * i], *v = c->kv[2 * i + 1];
 		char *s = NULL;
