@@ -522,12 +522,17 @@ def test_kill9_every_record_exactly_once(mounts, tmp_path, clusters):
     faults = util.faults_compiled()
     plan = ["kill"] * 6 + (FAULTS if faults else [])
     rnd.shuffle(plan)
+    extra = []  # records produced for the fault points
     for what in plan:
         if what == "kill":
             m = mounts.new(data=data)
             time.sleep(rnd.uniform(0.2, 1.2))
             m.kill9()
         else:
+            # records enough for the point's Nth pass, even once the producer is done
+            more = ["%d" % (1000000 + len(extra) + i) for i in range(300)]
+            produce(kc, "t", more, partition=len(extra) // 300 % 3)
+            extra += more
             env = dict(os.environ, SLUICE_FAULT="%s:%d" % (what, rnd.randint(2, 5)))
             m = mounts.new(data=data, env=env, start=False)
             os.makedirs(m.mnt, exist_ok=True)
@@ -550,7 +555,8 @@ def test_kill9_every_record_exactly_once(mounts, tmp_path, clusters):
     rows = out_rows(m.mnt, "k")
     keys = [(r["partition"], r["offset"]) for r in rows]
     assert len(keys) == len(set(keys)), "a record came out twice"
-    assert sorted(int(r["value"]) for r in rows) == list(range(total))
+    assert sorted(int(r["value"]) for r in rows) == list(range(total)) + \
+        [int(v) for v in extra]
     m.unmount()
 
 
