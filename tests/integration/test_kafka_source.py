@@ -236,6 +236,28 @@ def test_subscribe_pattern_matches_whole_names(mounts, tmp_path, clusters):
     m.unmount()
 
 
+def test_new_topic_of_a_pattern_is_read_from_earliest(mounts, tmp_path, clusters):
+    """Partitions that appear while a query runs start at their earliest
+    offset, whatever startingOffsets says (Spark's rule): the mock cannot add
+    partitions to a topic, but a new topic matching subscribePattern brings
+    new partitions too (the mock creates it, 4 partitions, on first use)."""
+    kc = clusters({"ev-a": 1})
+    produce(kc, "ev-a", ["before"])
+    data = str(tmp_path / "data")
+    write_config(data, {"k": {"source": kafka(kc, subscribePattern="ev-.*",
+                                               valueFormat="string")}})
+    m = mounts.new(data=data)
+    util.wait_for(lambda: os.path.exists(m.p("checkpoint", "k", "sources", "0", "0")), 20,
+                  "the initial offsets")
+    produce(kc, "ev-a", ["after"])
+    produce(kc, "ev-new", ["n0", "n1"], partition=2)
+    util.wait_for(lambda: sorted(r["value"] for r in out_rows(m.mnt, "k")) ==
+                  ["after", "n0", "n1"], 30, "the new topic's records")
+    last = offsets_of(m.mnt, "k", len(reports(m.mnt, "k")) - 1)[0]
+    assert last["ev-new"] == {"0": 0, "1": 0, "2": 2, "3": 0}
+    m.unmount()
+
+
 def test_strategy_change_between_starts_is_refused(tmp_path, clusters):
     kc = clusters({"t": 1, "u": 1})
     data = str(tmp_path / "data")
