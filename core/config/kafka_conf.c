@@ -488,7 +488,7 @@ static const struct sl_config_value *get(const struct sl_kafka_opt *opts, size_t
 }
 
 int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_kafka_config **out,
-			  const char **bad, char *err, size_t errlen, char *warn, size_t warnlen)
+			  const char **bad, char *err, size_t errlen)
 {
 	struct sl_kafka_config *c = calloc(1, sizeof(*c));
 	const struct sl_config_value *v;
@@ -496,8 +496,6 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 	int rc = 0;
 
 	*bad = NULL;
-	if (warn && warnlen)
-		warn[0] = 0;
 	if (!c)
 		return ENOMEM;
 	c->max_trigger_delay_us = 15 * 60 * 1000000ll;
@@ -520,15 +518,8 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 					  "expected a Kafka client property after 'kafka.'");
 			else
 				rc = add_kv(c, k + 6, opts[i].v.str);
-			if (rc == 0 && !strcmp(k + 6, "group.id")) {
+			if (rc == 0 && !strcmp(k + 6, "group.id"))
 				c->group_id = true;
-				if (warn)
-					snprintf(warn, warnlen,
-						 "kafka.group.id is set: the source never joins or "
-						 "commits to the group, but concurrently running "
-						 "queries or sources with the same group id may "
-						 "interfere with each other (Spark's warning)");
-			}
 			if (rc == 0 && sl_kafka_key_is_secret(k + 6) && !c->secret) {
 				c->secret = true;
 				snprintf(c->secret_key, sizeof(c->secret_key), "%s", k);

@@ -74,14 +74,15 @@ struct sl_kafka_opt {
 };
 
 /*
- * Builds the kafka config from the source's options (every key but format
- * and schema). 0 with *out new; SL_ECONFIG with *bad the offending key (one
- * of opts' keys, or NULL for the source as a whole) and err one line
- * without the path; ENOMEM. warn (warnlen bytes) gets Spark's warning for
- * kafka.group.id, or "".
+ * Builds the kafka config from the source's options (every key but format,
+ * schema, mode and pollInterval, which load.c reads). 0 with *out new;
+ * SL_ECONFIG with *bad the offending key (one of opts' keys, or NULL for
+ * the source as a whole) and err one line without the path; ENOMEM.
+ * kafka.group.id is accepted (group_id set): the source logs Spark's
+ * warning when it runs.
  */
 int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_kafka_config **out,
-			  const char **bad, char *err, size_t errlen, char *warn, size_t warnlen);
+			  const char **bad, char *err, size_t errlen);
 
 /*
  * True when a kafka.* key (without "kafka.") holds a secret: *password*,

@@ -686,7 +686,7 @@ static int walk_kafka(struct walk *w, json_t *src, struct sl_query_config *q)
 	size_t n = 0, old;
 	const char *key, *bad = NULL;
 	json_t *v;
-	char msg[512], warn[512], (*bufs)[64];
+	char msg[512], (*bufs)[64];
 	int rc, mode;
 
 	if (!SL_HAVE_KAFKA) {
@@ -724,7 +724,7 @@ static int walk_kafka(struct walk *w, json_t *src, struct sl_query_config *q)
 		}
 		n++;
 	}
-	rc = sl_kafka_config_parse(opts, n, &s->kafka, &bad, msg, sizeof(msg), warn, sizeof(warn));
+	rc = sl_kafka_config_parse(opts, n, &s->kafka, &bad, msg, sizeof(msg));
 	if (rc == SL_ECONFIG) {
 		old = bad ? push_key(w, bad) : w->len;
 		rc = wfail(w, "%s", msg);

@@ -206,19 +206,18 @@ int sl_kafka_read(struct sl_source *p, size_t part, struct sl_batch *b, struct s
 			rc = ECANCELED;
 			break;
 		}
-		rd_kafka_message_t *m = rd_kafka_consumer_poll(p->rk, 100);
-		if (!m) {
-			if (sl_kafka_now_ms() > deadline) {
-				sl_kafka_seterr(
-				    p,
-				    "kafka: no record of %s-%d at offset %" PRId64
-				    " within kafkaConsumer.pollTimeoutMs (%" PRId64 " ms)",
-				    pt->topic, pt->partition, next, p->kc->poll_timeout_ms);
-				rc = ETIMEDOUT;
-				break;
-			}
-			continue;
+		if (sl_kafka_now_ms() > deadline) {
+			/* errors only, or nothing: bounded like Spark's poll timeout */
+			sl_kafka_seterr(p,
+					"kafka: no record of %s-%d at offset %" PRId64
+					" within kafkaConsumer.pollTimeoutMs (%" PRId64 " ms)",
+					pt->topic, pt->partition, next, p->kc->poll_timeout_ms);
+			rc = ETIMEDOUT;
+			break;
 		}
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(p->rk, 100);
+		if (!m)
+			continue;
 		int64_t resume = -1;
 		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
 			/* the log ends before the range does: truncated? */
@@ -242,10 +241,9 @@ int sl_kafka_read(struct sl_source *p, size_t part, struct sl_batch *b, struct s
 			}
 		} else if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
 			   m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
-			if ((rc = lost_below(p, pt, next, &resume)) == 0 && resume != next)
+			/* gone: skip to what is left (or stop); still there: fetch again */
+			if ((rc = lost_below(p, pt, next, &resume)) == 0)
 				next = resume;
-			else if (rc == 0)
-				resume = -1;
 		} else if (m->err) {
 			/* transient (a broker went away): librdkafka retries; the deadline bounds
 			 * it */
