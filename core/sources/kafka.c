@@ -486,6 +486,7 @@ static int kafka_prepare(struct sl_source *p, char *err, size_t errlen)
 	p->prepared = false;
 	p->error[0] = 0;
 	p->write_initial = false;
+	p->lost = 0; /* counted by this batch's planning and reads */
 	parts_free(p);
 	if ((rc = make_client(p)) || (rc = read_state(p, &logged, &has_initial)))
 		goto done;
@@ -673,44 +674,46 @@ static int kafka_pending(struct sl_txn *t, const struct sl_query_config *q, uint
 	return 0;
 }
 
+/*
+ * The batch's metrics: how far its end is behind the latest offsets asked
+ * for when it was planned (none for a replay in a new run, which asked
+ * for none: Spark's rule), and the offsets failOnDataLoss false skipped.
+ */
 static int kafka_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batch,
 			    struct sl_source_metrics *m)
 {
 	struct sl_kafka_offsets e = {0};
-	int rc;
+	size_t k = 0;
 
 	(void)t;
 	(void)batch;
-	if (!p->latest.n || (rc = parse_offsets(p, p->end, &e)))
-		return 0; /* a replay in a new run: no latest known, no metrics (Spark's rule) */
-	uint64_t min = UINT64_MAX, max = 0, sum = 0;
-	for (size_t i = 0; i < e.n; i++) {
-		const struct sl_kafka_tpo *l =
-		    sl_kafka_offsets_find(&p->latest, e.e[i].topic, e.e[i].partition);
-		uint64_t behind =
-		    l && l->offset > e.e[i].offset ? (uint64_t)(l->offset - e.e[i].offset) : 0;
-		min = behind < min ? behind : min;
-		max = behind > max ? behind : max;
-		sum += behind;
-	}
-	if (e.n) {
-		m->nmetrics = 3;
-		m->metrics[0].name = "avgOffsetsBehindLatest";
-		m->metrics[0].value = sum / e.n;
-		m->metrics[0].real = (double)sum / (double)e.n;
-		m->metrics[0].is_real = true;
-		m->metrics[1].name = "maxOffsetsBehindLatest";
-		m->metrics[1].value = max;
-		m->metrics[2].name = "minOffsetsBehindLatest";
-		m->metrics[2].value = min;
-		if (p->lost) {
-			m->nmetrics = 4;
-			m->metrics[3].name = "dataLoss";
-			m->metrics[3].value = p->lost;
-			p->lost = 0;
+	if (p->latest.n && parse_offsets(p, p->end, &e) == 0 && e.n) {
+		uint64_t min = UINT64_MAX, max = 0, sum = 0;
+		for (size_t i = 0; i < e.n; i++) {
+			const struct sl_kafka_tpo *l =
+			    sl_kafka_offsets_find(&p->latest, e.e[i].topic, e.e[i].partition);
+			uint64_t behind = l && l->offset > e.e[i].offset
+					      ? (uint64_t)(l->offset - e.e[i].offset)
+					      : 0;
+			min = behind < min ? behind : min;
+			max = behind > max ? behind : max;
+			sum += behind;
 		}
+		m->metrics[k].name = "avgOffsetsBehindLatest";
+		m->metrics[k].value = sum / e.n;
+		m->metrics[k].real = (double)sum / (double)e.n;
+		m->metrics[k++].is_real = true;
+		m->metrics[k].name = "maxOffsetsBehindLatest";
+		m->metrics[k++].value = max;
+		m->metrics[k].name = "minOffsetsBehindLatest";
+		m->metrics[k++].value = min;
 	}
 	sl_kafka_offsets_release(&e);
+	if (p->lost) {
+		m->metrics[k].name = "dataLoss";
+		m->metrics[k++].value = p->lost;
+	}
+	m->nmetrics = k;
 	return 0;
 }
 

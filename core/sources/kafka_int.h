@@ -54,7 +54,7 @@ struct sl_source {
 	bool have_fixed;
 	struct sl_kafka_offsets fixed; /* availableNow: the run's end */
 	int64_t last_trigger_ms;       /* minOffsetsPerTrigger: when a batch last fired */
-	uint64_t lost;		       /* failOnDataLoss false: offsets skipped */
+	uint64_t lost;		       /* failOnDataLoss false: offsets this batch skipped */
 };
 
 /* Now, monotonic, in ms. */

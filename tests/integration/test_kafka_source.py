@@ -4,9 +4,10 @@ producer: Spark's strategies, startingOffsets forms, the maxOffsetsPerTrigger
 split, min+maxTriggerDelay, refusals of kafka.* keys, the schema and
 headers, valueFormat json through the operators, offsets/N and sources/0/0
 as Spark writes them, progress metrics, status backlog, secrets, and every
-record exactly once in out/ across kill -9. The claims the mock cannot show
-(a partition added while running, retention loss) run only against a real
-broker named by KAFKA_BOOTSTRAP."""
+record exactly once in out/ across kill -9; failOnDataLoss on the mock's
+trim of a partition's oldest records. The claims the mock cannot show (a
+partition added to a running topic, records deleted by the admin tools)
+run only against a real broker named by KAFKA_BOOTSTRAP."""
 
 import base64
 import json
@@ -446,6 +447,39 @@ def test_value_format_json_feeds_dedup_watermark_and_windows(mounts, tmp_path, c
     first = [r for r in win if r["window"]["start"].startswith("2026-01-01T00:00:00")]
     assert len(first) == 1 and first[0]["c"] == 3 and first[0]["s"] == 6, win
     assert reports(m.mnt, "dedup")[0]["numInputRows"] == 5
+    m.unmount()
+
+
+def test_fail_on_data_loss_when_retention_trimmed_the_offsets(mounts, tmp_path, clusters):
+    """The mock trims a partition's oldest records past about 5 MiB of log:
+    retention in small. Offsets a query still needs that left the log stop
+    it, naming topic, partition and the lost range (failOnDataLoss true);
+    with false the gap is skipped, logged and counted."""
+    kc = clusters({"t": 1})
+    produce(kc, "t", ["a%d" % i for i in range(10)], partition=0)
+    data = str(tmp_path / "data")
+    src = kafka(kc, subscribe="t", startingOffsets="earliest", valueFormat="string")
+    write_config(data, {"k": {"source": src}})
+    assert "10 rows" in run(data).stdout
+    big = "x" * 1000
+    for chunk in range(4):
+        produce(kc, "t", ["b%05d%s" % (chunk * 3000 + i, big) for i in range(3000)], partition=0)
+    lo = int(kc.kcat("-Q", "-t", "t:0:-2").decode().split("offset")[1])
+    assert lo > 10, "the mock kept every record: no retention to show"
+    p = util.sluice("run", "--available-now", data)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    want = "kafka: topic 't' partition 0: offsets 10 to %d are gone" % (lo - 1)
+    assert want in p.stderr, p.stderr
+    assert want in status(data, "k")["lastError"]
+    src["failOnDataLoss"] = False
+    write_config(data, {"k": {"source": src}})
+    p = run(data)
+    assert "offsets 10 to %d are gone" % (lo - 1) in p.stderr  # logged, not fatal
+    m = mounts.new(data=data)
+    rows = out_rows(m.mnt, "k")
+    assert [r["offset"] for r in rows] == list(range(10)) + list(range(lo, 12010))
+    rep = reports(m.mnt, "k")[-1]
+    assert rep["sources"][0]["metrics"]["dataLoss"] == str(lo - 10)
     m.unmount()
 
 
