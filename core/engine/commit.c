@@ -107,6 +107,7 @@ static void progress_report(const struct report *r, int64_t t2, int64_t trigger_
 	pr.ms_trigger = trigger_ms;
 	pr.start_offset = p->range.start;
 	pr.end_offset = p->range.end;
+	pr.latest_offset = m->latest_offset;
 	if (q->has_watermark && ops) {
 		pr.has_event_time = true;
 		pr.et_rows = ops->et.count > 0;

@@ -164,7 +164,10 @@ int sl_render_progress(const struct sl_progress *p, char **out, size_t *len)
 		end = json_null();
 	json_object_set_new(src, "startOffset", start);
 	json_object_set_new(src, "endOffset", end);
-	json_object_set_new(src, "latestOffset", json_null());
+	json_t *latest = p->latest_offset && p->latest_offset[0]
+				 ? json_loads(p->latest_offset, JSON_DECODE_ANY, NULL)
+				 : NULL;
+	json_object_set_new(src, "latestOffset", latest ? latest : json_null());
 	json_object_set_new(src, "numInputRows", json_integer((json_int_t)p->num_input_rows));
 	json_object_set_new(src, "inputRowsPerSecond", json_real(p->input_rows_per_s));
 	json_object_set_new(src, "processedRowsPerSecond", json_real(p->processed_rows_per_s));

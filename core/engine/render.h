@@ -30,6 +30,7 @@ struct sl_progress {
 	int64_t ms_latest_offset, ms_wal_commit, ms_add_batch, ms_commit_offsets, ms_trigger;
 	const char *start_offset;   /* startOffset: the source's JSON text; NULL or "": null */
 	const char *end_offset;     /* endOffset: the source's JSON text (offsets/N's) */
+	const char *latest_offset;  /* latestOffset: the source's JSON text; NULL: null */
 	const char *source_desc;    /* FileStreamSource[in/<path>] */
 	const char *sink_desc;      /* FileSink[out/<query>] */
 	uint64_t num_output_rows;

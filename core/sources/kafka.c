@@ -504,6 +504,8 @@ static int kafka_prepare(struct sl_source *p, char *err, size_t errlen)
 		goto done;
 	sl_kafka_offsets_release(&p->latest);
 	p->latest = latest;
+	if (sl_kafka_offsets_render(&p->latest, p->latest_text, OFF))
+		p->latest_text[0] = 0; /* too long to show */
 	if (p->fix_end && !p->have_fixed) {
 		if ((rc = sl_kafka_offsets_copy(&p->fixed, &p->latest)))
 			goto done;
@@ -714,6 +716,7 @@ static int kafka_commit_txn(struct sl_source *p, struct sl_txn *t, uint64_t batc
 		m->metrics[k++].value = p->lost;
 	}
 	m->nmetrics = k;
+	m->latest_offset = p->latest.n ? p->latest_text : NULL;
 	return 0;
 }
 

@@ -51,6 +51,7 @@ struct sl_source {
 	struct part *parts;
 	size_t nparts;
 	struct sl_kafka_offsets latest; /* latest offsets at the last asking */
+	char latest_text[OFF];		/* the same as JSON, or "" (progress latestOffset) */
 	bool have_fixed;
 	struct sl_kafka_offsets fixed; /* availableNow: the run's end */
 	int64_t last_trigger_ms;       /* minOffsetsPerTrigger: when a batch last fired */

@@ -291,6 +291,8 @@ def test_max_offsets_per_trigger_split_as_spark(mounts, tmp_path, clusters):
     assert offsets_of(m.mnt, "k", 1)[0] == {"t": {"0": 17, "1": 2, "2": 1}}
     reps = reports(m.mnt, "k")
     assert reps[0]["numInputRows"] == 10
+    # Spark's reportLatestOffset: the latest offsets the batch was planned against
+    assert reps[0]["sources"][0]["latestOffset"] == {"t": {"0": 101, "1": 11, "2": 1}}
     # behind latest after batch 0: 93, 10 and 0 offsets
     assert reps[0]["sources"][0]["metrics"] == {"avgOffsetsBehindLatest": "34.333333333333336",
                                                 "maxOffsetsBehindLatest": "93",
