@@ -485,6 +485,18 @@ def test_fail_on_data_loss_when_retention_trimmed_the_offsets(mounts, tmp_path, 
     m.unmount()
 
 
+def test_value_format_json_failfast_names_the_record(tmp_path, clusters):
+    kc = clusters({"ev": 1})
+    produce(kc, "ev", ['{"id": 1}', '{"id": "one"}'])
+    data = str(tmp_path / "data")
+    write_config(data, {"k": {"source": kafka(kc, subscribe="ev", startingOffsets="earliest",
+                                               valueFormat="json", schema="id BIGINT",
+                                               mode="FAILFAST")}})
+    p = util.sluice("run", "--available-now", data)
+    assert p.returncode == 1
+    assert "kafka: ev-0 offset 1: " in p.stderr and "(mode FAILFAST)" in p.stderr, p.stderr
+
+
 # -- progress, status, secrets -----------------------------------------------------
 
 def test_status_shows_offsets_behind_latest(mounts, tmp_path, clusters):
