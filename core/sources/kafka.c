@@ -385,7 +385,7 @@ static int plan(struct sl_source *p, const struct sl_kafka_offsets *start,
 		goto fail;
 	/* minOffsetsPerTrigger, held back at most maxTriggerDelay */
 	bool delay = false;
-	if (c->min_offsets && !p->fix_end) {
+	if (c->min_offsets && !p->fix_end && !p->ignore_caps) {
 		int64_t now = sl_kafka_now_ms(), avail = 0;
 		for (size_t i = 0; i < e.n; i++)
 			avail += e.e[i].offset - b.e[i].offset;
@@ -399,7 +399,7 @@ static int plan(struct sl_source *p, const struct sl_kafka_offsets *start,
 	if (delay) {
 		for (size_t i = 0; i < e.n; i++)
 			e.e[i].offset = b.e[i].offset;
-	} else if (c->max_offsets) {
+	} else if (c->max_offsets && !p->ignore_caps) {
 		from = calloc(e.n + 1, sizeof(*from));
 		to = calloc(e.n + 1, sizeof(*to));
 		ends = calloc(e.n + 1, sizeof(*ends));
@@ -869,6 +869,7 @@ static int kafka_open(const struct sl_source_args *a, struct sl_source **out)
 	p->kc = a->q->source.kafka;
 	p->qid = a->qid;
 	p->stop = a->stop;
+	p->ignore_caps = a->ignore_caps;
 	p->fix_end = a->seq_limit != UINT64_MAX || a->q->trigger == SL_TRIGGER_AVAILABLE_NOW ||
 		     a->q->trigger == SL_TRIGGER_ONCE;
 	if (p->kc->vformat == SL_KAFKA_V_JSON && (rc = sl_decoder_new(a->q, &p->dec))) {

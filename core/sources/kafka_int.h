@@ -32,6 +32,7 @@ struct sl_source {
 	const struct sl_kafka_config *kc;
 	uint32_t qid;
 	const volatile bool *stop;
+	bool ignore_caps;	/* trigger once: one batch takes everything */
 	bool fix_end;		/* availableNow or `sluice run`: the end is fixed at first */
 	struct rd_kafka_s *rk;	/* the consumer: assign + seek, never a group member */
 	struct sl_decoder *dec; /* valueFormat json */

@@ -302,6 +302,21 @@ def test_max_offsets_per_trigger_split_as_spark(mounts, tmp_path, clusters):
     m.unmount()
 
 
+@pytest.mark.allow_stderr(r"trigger once is deprecated")
+def test_trigger_once_takes_everything_in_one_batch(mounts, tmp_path, clusters):
+    """Spark's Trigger.Once ignores maxOffsetsPerTrigger: one batch."""
+    kc = clusters({"t": 1})
+    produce(kc, "t", ["r%d" % i for i in range(30)])
+    data = str(tmp_path / "data")
+    write_config(data, {"k": {"source": kafka(kc, subscribe="t", startingOffsets="earliest",
+                                               maxOffsetsPerTrigger=10),
+                              "trigger": {"once": True}}})
+    m = mounts.new(data=data)
+    util.wait_for(lambda: len(out_rows(m.mnt, "k")) == 30, 20, "30 rows")
+    assert [r["numInputRows"] for r in reports(m.mnt, "k")] == [30]
+    m.unmount()
+
+
 def test_min_offsets_waits_for_max_trigger_delay(mounts, tmp_path, clusters):
     """minOffsetsPerTrigger holds a batch back until enough records are there,
     or until maxTriggerDelay has passed since the last batch."""
