@@ -440,8 +440,8 @@ static int split_topics(struct sl_kafka_config *c, const char *s)
 	return 0;
 }
 
-static const char *const known[] = {"schema",
-				    "assign",
+/* Spark's option names (any case); schema, mode and pollInterval are load.c's */
+static const char *const known[] = {"assign",
 				    "subscribe",
 				    "subscribePattern",
 				    "startingOffsets",
@@ -451,8 +451,6 @@ static const char *const known[] = {"schema",
 				    "failOnDataLoss",
 				    "includeHeaders",
 				    "valueFormat",
-				    "pollInterval",
-				    "mode",
 				    "kafkaConsumer.pollTimeoutMs",
 				    "groupIdPrefix",
 				    "fetchOffset.numRetries",
