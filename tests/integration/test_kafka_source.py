@@ -14,7 +14,6 @@ import json
 import os
 import random
 import shutil
-import stat
 import subprocess
 import time
 
@@ -690,6 +689,7 @@ class Real:
 
 
 def test_partition_added_while_running_is_read_from_earliest(mounts, tmp_path):
+    """A partition added to a topic the query reads (the mock cannot)."""
     needs_broker()
     kc = Real()
     topic = "sluice-added-%d" % os.getpid()
@@ -706,7 +706,8 @@ def test_partition_added_while_running_is_read_from_earliest(mounts, tmp_path):
     m.unmount()
 
 
-def test_retention_loss_stops_or_skips(mounts, tmp_path):
+def test_deleted_records_stop_or_are_skipped(mounts, tmp_path):
+    """Records deleted by Kafka's admin tools (as retention deletes them)."""
     needs_broker()
     kc = Real()
     topic = "sluice-loss-%d" % os.getpid()
@@ -717,8 +718,6 @@ def test_retention_loss_stops_or_skips(mounts, tmp_path):
                                                maxOffsetsPerTrigger=2,
                                                valueFormat="string"),
                               "trigger": {"processingTime": "1 hour"}}})
-    run_once = ["run", "--available-now"]
-    del run_once
     m = mounts.new(data=data)
     util.wait_for(lambda: len(out_rows(m.mnt, "k")) == 2, 30, "one batch")
     m.unmount()
