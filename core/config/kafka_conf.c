@@ -365,6 +365,7 @@ void sl_kafka_config_free(struct sl_kafka_config *c)
 		free(c->topics[i]);
 	free(c->topics);
 	free(c->pattern);
+	free(c->group_prefix);
 	sl_kafka_offsets_release(&c->assign);
 	sl_kafka_offsets_release(&c->start_json);
 	for (size_t i = 0; i < 2 * c->nkv; i++) {
@@ -714,6 +715,20 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		*bad = key;
 		if ((rc = sl_config_value_bool(v, bools[i].out, err, errlen)))
 			goto fail;
+	}
+	s = "sluice-kafka-source";
+	if ((v = get(opts, n, "groupIdPrefix", &key))) {
+		*bad = key;
+		if ((rc = sl_config_value_string(v, &s, err, errlen)))
+			goto fail;
+		if (!s[0]) {
+			rc = fail(err, errlen, "expected a non-empty prefix");
+			goto fail;
+		}
+	}
+	if (!(c->group_prefix = strdup(s))) {
+		rc = ENOMEM;
+		goto fail;
 	}
 	static const char *const vformats[] = {"binary", "string", "json", NULL};
 	if ((v = get(opts, n, "valueFormat", &key))) {

@@ -60,6 +60,7 @@ struct sl_kafka_config {
 	char **kv;	      /* kafka.* without the prefix: key, value, key, value ... */
 	size_t nkv;	      /* pairs */
 	bool group_id;	      /* kafka.group.id was given (Spark warns) */
+	char *group_prefix;   /* groupIdPrefix; default "sluice-kafka-source" */
 	bool secret;	      /* a kafka.* key holds a password or key */
 	char secret_key[128]; /* the first such key, with "kafka." */
 };

@@ -778,7 +778,7 @@ static int make_client(struct sl_source *p)
 {
 	const struct sl_kafka_config *c = p->kc;
 	rd_kafka_conf_t *conf;
-	char why[512], group[128];
+	char why[512], group[512];
 	int rc;
 
 	if (p->rk)
@@ -788,7 +788,7 @@ static int make_client(struct sl_source *p)
 	rd_kafka_conf_set_opaque(conf, p);
 	rd_kafka_conf_set_log_cb(conf, on_log);
 	/* a group id is needed by the consumer; it never joins it nor commits */
-	snprintf(group, sizeof(group), "sluice-kafka-source-%s-%" PRIu32, p->q->name, p->qid);
+	snprintf(group, sizeof(group), "%s-%s-%" PRIu32, c->group_prefix, p->q->name, p->qid);
 	static const char *const forced[] = {"enable.auto.commit",
 					     "false",
 					     "enable.auto.offset.store",

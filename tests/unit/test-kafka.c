@@ -144,6 +144,7 @@ static void test_options(void)
 	CHECK(k->group_id && k->include_headers && k->vformat == SL_KAFKA_V_JSON);
 	CHECK(k->fail_on_data_loss && k->max_trigger_delay_us == 15 * 60 * 1000000ll);
 	CHECK(k->nkv == 3);
+	CHECK(!strcmp(k->group_prefix, "sluice-kafka-source"));
 	sl_config_free(c);
 
 	expect_refused("{" B "}", "queries.q.source: one of the options 'assign', 'subscribe', "
@@ -186,6 +187,8 @@ static void test_options(void)
 		       "queries.q.source.path: the kafka format reads no files");
 	expect_refused("{" B ",\"subscribe\":\"a\",\"bogus\":1}",
 		       "queries.q.source.bogus: unknown option");
+	expect_refused("{" B ",\"subscribe\":\"a\",\"groupIdPrefix\":\"\"}",
+		       "queries.q.source.groupIdPrefix: expected a non-empty prefix");
 	expect_refused("{" B ",\"subscribe\":\"a\",\"mode\":\"FAILFAST\"}",
 		       "queries.q.source.mode: only with valueFormat json");
 }
