@@ -500,6 +500,8 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 	c->max_trigger_delay_us = 15 * 60 * 1000000ll;
 	c->fail_on_data_loss = true;
 	c->poll_timeout_ms = 120000;
+	c->fetch_retries = 3;
+	c->fetch_retry_ms = 1000;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		const char *k = opts[i].key;
 		*bad = k;
@@ -682,12 +684,20 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		int64_t *out;
 	} ints[] = {{"maxOffsetsPerTrigger", &c->max_offsets},
 		    {"minOffsetsPerTrigger", &c->min_offsets},
-		    {"kafkaConsumer.pollTimeoutMs", &c->poll_timeout_ms}};
+		    {"kafkaConsumer.pollTimeoutMs", &c->poll_timeout_ms},
+		    {"fetchOffset.retryIntervalMs", &c->fetch_retry_ms}};
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
 		if (!(v = get(opts, n, ints[i].name, &key)))
 			continue;
 		*bad = key;
 		if ((rc = sl_config_value_posint(v, INT64_MAX, ints[i].out, err, errlen)))
+			goto fail;
+	}
+	if ((v = get(opts, n, "fetchOffset.numRetries", &key))) {
+		*bad = key;
+		if (v->kind == SL_CONFIG_V_INT && v->i == 0)
+			c->fetch_retries = 0;
+		else if ((rc = sl_config_value_posint(v, 1000, &c->fetch_retries, err, errlen)))
 			goto fail;
 	}
 	if (c->min_offsets && c->max_offsets && c->min_offsets > c->max_offsets) {

@@ -57,6 +57,8 @@ struct sl_kafka_config {
 	bool include_headers;		    /* includeHeaders; default false */
 	enum sl_kafka_vformat vformat;	    /* valueFormat; default binary */
 	int64_t poll_timeout_ms;	    /* kafkaConsumer.pollTimeoutMs; default 120000 */
+	int64_t fetch_retries;		    /* fetchOffset.numRetries, >= 0; default 3 */
+	int64_t fetch_retry_ms;		    /* fetchOffset.retryIntervalMs, > 0; default 1000 */
 	char **kv;	      /* kafka.* without the prefix: key, value, key, value ... */
 	size_t nkv;	      /* pairs */
 	bool group_id;	      /* kafka.group.id was given (Spark warns) */

@@ -371,14 +371,29 @@ static int plan(struct sl_source *p, const struct sl_kafka_offsets *start,
 				break;
 			from_off = lo;
 		}
-		if (u->offset < from_off &&
+		/*
+		 * latest below where the query is: a broker behind the others?
+		 * Asked again fetchOffset.numRetries times (Spark's rule)
+		 */
+		int64_t u_off = u->offset;
+		for (int64_t k = 0; rc == 0 && u_off < from_off && k < c->fetch_retries; k++) {
+			int64_t lo, until_ms = sl_kafka_now_ms() + c->fetch_retry_ms;
+			while (sl_kafka_now_ms() < until_ms && !(p->stop && *p->stop))
+				nanosleep(&(struct timespec){0, 20000000}, NULL);
+			if ((rc = sl_kafka_watermarks(p, u->topic, u->partition, &lo, &u_off)))
+				break;
+		}
+		if (rc)
+			break;
+		if (u_off < from_off &&
 		    (rc = sl_kafka_data_loss(
 			 p, 0, "partition %s-%d's offset was changed from %" PRId64 " to %" PRId64,
-			 u->topic, u->partition, from_off, u->offset)))
+			 u->topic, u->partition, from_off, u_off)))
 			break;
+		/* an offset that went back (failOnDataLoss false) is where the query goes on, as
+		 * Spark */
 		if ((rc = sl_kafka_offsets_set(&b, u->topic, u->partition, from_off)) ||
-		    (rc = sl_kafka_offsets_set(&e, u->topic, u->partition,
-					       u->offset > from_off ? u->offset : from_off)))
+		    (rc = sl_kafka_offsets_set(&e, u->topic, u->partition, u_off)))
 			break;
 	}
 	if (rc)
@@ -534,6 +549,18 @@ static int kafka_prepare(struct sl_source *p, char *err, size_t errlen)
 		goto done;
 	}
 	rc = make_parts(p, &begin, &end);
+	if (rc == 0 && p->nparts == 0) {
+		/*
+		 * no records, but the offsets moved (a partition gone, or back, or
+		 * new and empty): a batch of no rows logs the new end, as in Spark
+		 */
+		char was[OFF];
+		bool moved = sl_kafka_offsets_render(&start, was, OFF) == 0 && strcmp(was, p->end);
+		if (moved && !(p->parts[0].topic = strdup("")))
+			rc = ENOMEM;
+		else if (moved)
+			p->nparts = 1; /* an empty range: read() returns at once */
+	}
 done:
 	sl_kafka_offsets_release(&start);
 	sl_kafka_offsets_release(&begin);

@@ -191,8 +191,8 @@ int sl_kafka_read(struct sl_source *p, size_t part, struct sl_batch *b, struct s
 	int64_t next, deadline;
 	int rc = 0;
 
-	if (part >= p->nparts)
-		return 0;
+	if (part >= p->nparts || p->parts[part].from >= p->parts[part].until)
+		return 0; /* a batch of no records that moves the offsets */
 	const struct part *pt = &p->parts[part];
 	p->error[0] = 0;
 	next = pt->from;

@@ -258,6 +258,27 @@ def test_new_topic_of_a_pattern_is_read_from_earliest(mounts, tmp_path, clusters
     m.unmount()
 
 
+def test_offsets_that_move_without_records_make_a_batch_of_none(mounts, tmp_path, clusters):
+    """New empty partitions change the offsets without a record: Spark runs a
+    batch of no rows that logs them, so the next batch starts there."""
+    kc = clusters({"ev-a": 1})
+    produce(kc, "ev-a", ["a"])
+    data = str(tmp_path / "data")
+    write_config(data, {"k": {"source": kafka(kc, subscribePattern="ev-.*",
+                                               startingOffsets="earliest")}})
+    m = mounts.new(data=data)
+    util.wait_for(lambda: len(out_rows(m.mnt, "k")) == 1, 20, "the first record")
+    kc.kcat("-L", "-t", "ev-empty")  # the mock creates the topic, 4 empty partitions
+    util.wait_for(lambda: len(reports(m.mnt, "k")) == 2, 20, "a batch of no rows")
+    rep = reports(m.mnt, "k")[1]
+    assert rep["numInputRows"] == 0
+    assert rep["sources"][0]["endOffset"] == {"ev-a": {"0": 1},
+                                              "ev-empty": {"0": 0, "1": 0, "2": 0, "3": 0}}
+    time.sleep(0.5)
+    assert len(reports(m.mnt, "k")) == 2, "the batch of no rows repeated"
+    m.unmount()
+
+
 def test_strategy_change_between_starts_is_refused(tmp_path, clusters):
     kc = clusters({"t": 1, "u": 1})
     data = str(tmp_path / "data")
