@@ -624,7 +624,7 @@ static int kafka_latest_offset(struct sl_source *p, struct sl_txn *t, struct sl_
 		sl_strbuf_release(&b);
 		if (rc)
 			return rc;
-		p->write_initial = false;
+		/* write_initial stays: a transaction tried again writes it again */
 		if (!p->last_end[0])
 			memcpy(p->last_end, p->initial, OFF); /* the next asking's start */
 	}
