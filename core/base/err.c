@@ -18,6 +18,7 @@ const char *sl_strerror(int rc)
 	case SL_EMAPFULL: return "catalog map is full";
 	case SL_EMALFORMED: return "malformed record";
 	case SL_ECOMMAND: return "the command failed";
+	case SL_EDATALOSS: return "data lost at the source";
 	}
 	if (rc > 0)
 		return strerror(rc);

@@ -16,6 +16,7 @@ enum sl_err {
 	SL_EMAPFULL = -30007,  /* LMDB map full: grow and retry (internal) */
 	SL_EMALFORMED = -30008, /* a source record or value cannot be decoded */
 	SL_ECOMMAND = -30009,  /* a command a sink or source ran failed (retried) */
+	SL_EDATALOSS = -30010, /* records a batch needs left the source (kafka failOnDataLoss) */
 };
 
 /* Describes rc (either kind). The string is static. */

@@ -15,6 +15,7 @@
 
 #include "compat.h"
 #include "err.h"
+#include "kafka_conf.h"
 #include "strbuf.h"
 
 #define VERSION_PREFIX "sluice-compat "
@@ -39,6 +40,9 @@ enum field {
 	F_SOURCE_HOST,   /* socket only: its line is left out for other sources */
 	F_SOURCE_PORT,   /* socket only, likewise */
 	F_SINK_TOPIC,    /* kafka sink only: its topic option; left out for other sinks */
+	F_KAFKA_ASSIGN,  /* kafka only: its strategy's line; the others are left out */
+	F_KAFKA_SUBSCRIBE,
+	F_KAFKA_PATTERN,
 	F_SOURCE_SCHEMA, /* checked apart: only the types of columns in state */
 	NFIELDS,
 };
@@ -67,6 +71,9 @@ static const struct {
     [F_SOURCE_HOST] = {"source.host", ""},
     [F_SOURCE_PORT] = {"source.port", ""},
     [F_SINK_TOPIC] = {"sink.topic", ""},
+    [F_KAFKA_ASSIGN] = {"source.assign", ""},
+    [F_KAFKA_SUBSCRIBE] = {"source.subscribe", ""},
+    [F_KAFKA_PATTERN] = {"source.subscribePattern", ""},
 };
 
 static bool is_plain(char c)
@@ -319,6 +326,13 @@ static void put_field(struct sl_strbuf *b, const struct sl_query_config *q, enum
 		if (q->sink_format == SL_SINK_KAFKA && q->kafka_topic)
 			sl_strbuf_adds(b, q->kafka_topic);
 		break;
+	case F_KAFKA_ASSIGN: /* kafka: the strategy as written (assign canonical) */
+	case F_KAFKA_SUBSCRIBE:
+	case F_KAFKA_PATTERN:
+		if (q->source.kafka &&
+		    (int)q->source.kafka->strategy == (int)(f - F_KAFKA_ASSIGN))
+			sl_strbuf_adds(b, q->source.kafka->strategy_text);
+		break;
 	case NFIELDS:
 		break;
 	}
@@ -354,7 +368,8 @@ int sl_compat_describe(const struct sl_query_config *q, char **out, size_t *len)
 		put_field(&raw, q, (enum field)f);
 		if ((f == F_SINK_COMMAND || f == F_SOURCE_COMMAND || f == F_PROCESS_SCHEMA ||
 		     f == F_SOURCE_QUERY || f == F_SOURCE_HOST || f == F_SOURCE_PORT ||
-		     f == F_SINK_TOPIC) &&
+		     f == F_SINK_TOPIC || f == F_KAFKA_ASSIGN || f == F_KAFKA_SUBSCRIBE ||
+		     f == F_KAFKA_PATTERN) &&
 		    raw.len == 0)
 			continue; /* only some sinks and sources have these lines */
 		sl_strbuf_adds(&b, fields[f].key);

@@ -45,6 +45,9 @@
  * sink.command                   exec only: the command's words (no line otherwise)
  * source.host, source.port       socket only: where its lines come from (no lines
  *                                otherwise)
+ * source.assign, source.subscribe, source.subscribePattern
+ *                                kafka only: its one strategy as written (assign
+ *                                as {"t":[0,1]}); no line for the other two
  * source.schema                  `name TYPE` for each source column held in state (a
  *                                deduplication key, group column, window column or
  *                                aggregate argument), in schema order

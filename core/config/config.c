@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "err.h"
+#include "kafka_conf.h"
 
 #define US_PER_MS 1000ll
 #define US_PER_SEC 1000000ll
@@ -780,6 +781,7 @@ static void query_release(struct sl_query_config *q)
 		free(q->source.argv[i]);
 	free(q->source.argv);
 	free(q->source.options_json);
+	sl_kafka_config_free(q->source.kafka);
 }
 
 void sl_config_free(struct sl_config *c)
@@ -830,7 +832,7 @@ const char *sl_config_source_name(enum sl_source_format f)
 	    [SL_SOURCE_JSON] = "json", [SL_SOURCE_CSV] = "csv", [SL_SOURCE_TEXT] = "text",
 	    [SL_SOURCE_RATE] = "rate", [SL_SOURCE_RATE_MICRO_BATCH] = "rate-micro-batch",
 	    [SL_SOURCE_QUERY] = "query", [SL_SOURCE_PROCESS] = "process",
-	    [SL_SOURCE_SOCKET] = "socket"};
+	    [SL_SOURCE_SOCKET] = "socket", [SL_SOURCE_KAFKA] = "kafka"};
 	return (size_t)f < sizeof(names) / sizeof(names[0]) && names[f] ? names[f] : "?";
 }
 

@@ -34,6 +34,8 @@ enum sl_type {
 	SL_TYPE_WINDOW,
 };
 
+struct sl_kafka_config;
+
 struct sl_column {
 	char *name;	   /* unquoted, non-empty; unique in its schema ignoring ASCII case */
 	enum sl_type type; /* never SL_TYPE_WINDOW in a source schema */
@@ -61,6 +63,7 @@ enum sl_source_format {
 	SL_SOURCE_QUERY,	    /* query: another query's committed output */
 	SL_SOURCE_PROCESS,	    /* process: a command speaking CONNECTORS §5's protocol */
 	SL_SOURCE_SOCKET,	    /* socket: lines read from a TCP connection, spooled */
+	SL_SOURCE_KAFKA,	    /* kafka: records of Kafka topics (kafka_conf.h) */
 };
 
 /* Whether a source format reads landed files (json, csv, text). */
@@ -106,6 +109,7 @@ struct sl_source_config {
 	int64_t port;		  /* socket: port, 1..65535 (required) */
 	bool include_timestamp;	  /* socket: includeTimestamp; default false */
 	uint64_t max_spool_bytes; /* socket: maxSpoolBytes, > 0; default 1 GiB */
+	struct sl_kafka_config *kafka; /* kafka (CONNECTORS §7): its options; NULL otherwise */
 };
 
 enum sl_agg_fn {

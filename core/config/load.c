@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "err.h"
+#include "kafka_conf.h"
 #include "sluice-build.h"
 
 #define AGG_NAME_MAX 255 /* longest aggregate output name, in bytes */
@@ -671,10 +672,126 @@ static int walk_socket(struct walk *w, json_t *src, struct sl_query_config *q)
 				      &s->schema, NULL, 0);
 }
 
+/*
+ * kafka (CONNECTORS §7): Spark's options, checked by kafka_conf.c; here only
+ * the walk: every key but format handed over, and the schema: Spark's fixed
+ * one, or with valueFormat json the query's, required.
+ */
+static int walk_kafka(struct walk *w, json_t *src, struct sl_query_config *q)
+{
+	static const char *const modes[] = {"PERMISSIVE", "DROPMALFORMED", "FAILFAST", NULL};
+	struct sl_source_config *s = &q->source;
+	size_t n = 0, old;
+	const char *key, *bad = NULL;
+	json_t *v;
+	char msg[512], (*bufs)[64];
+	int rc, mode;
+
+	if (!SL_HAVE_KAFKA) {
+		old = push_key(w, "format");
+		rc = wfail(w, "sluice was built without librdkafka: the kafka source is not available");
+		pop(w, old);
+		return rc;
+	}
+	if (json_object_get(src, "path")) {
+		old = push_key(w, "path");
+		rc = wfail(w, "the kafka format reads no files");
+		pop(w, old);
+		return rc;
+	}
+	struct sl_kafka_opt *opts = calloc(json_object_size(src) + 1, sizeof(*opts));
+	char **texts = calloc(json_object_size(src) + 1, sizeof(*texts));
+	bufs = calloc(json_object_size(src) + 1, sizeof(*bufs));
+	if (!opts || !texts || !bufs) {
+		rc = ENOMEM;
+		goto done;
+	}
+	json_object_foreach(src, key, v) {
+		if (!strcmp(key, "format") || !strcmp(key, "schema") || !strcmp(key, "mode") ||
+		    !strcmp(key, "pollInterval"))
+			continue;
+		opts[n].key = key;
+		to_value(v, &opts[n].v, bufs[n], sizeof(bufs[n]));
+		if (opts[n].v.kind == SL_CONFIG_V_COMPOSITE) {
+			/* assign and startingOffsets may be written as JSON rather than text */
+			if (!(texts[n] = json_dumps(v, JSON_COMPACT))) {
+				rc = ENOMEM;
+				goto done;
+			}
+			opts[n].v.str = texts[n];
+		}
+		n++;
+	}
+	rc = sl_kafka_config_parse(opts, n, &s->kafka, &bad, msg, sizeof(msg));
+	if (rc == SL_ECONFIG) {
+		old = bad ? push_key(w, bad) : w->len;
+		rc = wfail(w, "%s", msg);
+		pop(w, old);
+	}
+	if (rc)
+		goto done;
+	const char *ddl = NULL;
+	struct field fschema = {"schema", K_STRING, &ddl, 0};
+	bool found;
+	if ((rc = read_field(w, src, &fschema, &found)))
+		goto done;
+	old = push_key(w, "schema");
+	if (s->kafka->vformat == SL_KAFKA_V_JSON && !found)
+		rc = wfail(w, "required with valueFormat json: the columns of the values' JSON");
+	else if (s->kafka->vformat != SL_KAFKA_V_JSON && found)
+		rc = wfail(w, "the kafka format has a fixed schema (key, value, topic, partition, "
+			      "offset, timestamp, timestampType[, headers]): give one only with "
+			      "valueFormat json");
+	else if (found)
+		rc = wcheck(w, sl_config_schema_parse(ddl, &s->schema, msg, sizeof(msg)), msg);
+	else
+		rc = sl_config_schema_parse(
+		    s->kafka->include_headers
+			? "key STRING, value STRING, topic STRING, partition INT, offset BIGINT, "
+			  "timestamp TIMESTAMP, timestampType INT, headers STRING"
+			: "key STRING, value STRING, topic STRING, partition INT, offset BIGINT, "
+			  "timestamp TIMESTAMP, timestampType INT",
+		    &s->schema, NULL, 0);
+	pop(w, old);
+	if (rc)
+		goto done;
+	if (json_object_get(src, "mode") && s->kafka->vformat != SL_KAFKA_V_JSON) {
+		old = push_key(w, "mode");
+		rc = wfail(w, "only with valueFormat json");
+		pop(w, old);
+		goto done;
+	}
+	mode = (int)s->mode;
+	if ((rc = read_enum(w, src, "mode", modes, &mode)))
+		goto done;
+	s->mode = (enum sl_parse_mode)mode;
+	s->poll_interval_us = 100000;
+	struct field fpoll = {"pollInterval", K_DURATION, &s->poll_interval_us, 0};
+	if ((rc = read_field(w, src, &fpoll, NULL)))
+		goto done;
+	if (s->poll_interval_us < 1000) {
+		old = push_key(w, "pollInterval");
+		rc = wfail(w, "expected at least 1ms");
+		pop(w, old);
+		goto done;
+	}
+	if (!(s->path.text = strdup(""))) {
+		rc = ENOMEM;
+		goto done;
+	}
+done:
+	for (size_t i = 0; texts && i < n; i++)
+		free(texts[i]);
+	free(texts);
+	free(opts);
+	free(bufs);
+	return rc;
+}
+
 static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
 {
 	static const char *const formats[] = {"json", "csv", "text", "rate", "rate-micro-batch",
-					      "query", "process", "socket", NULL};
+					      "query", "process", "socket", "kafka", NULL};
 	static const char *const modes[] = {"PERMISSIVE", "DROPMALFORMED", "FAILFAST", NULL};
 	static const char *const cleans[] = {"off", "archive", "delete", NULL};
 	static const char *const ages[] = {"landed", "mtime", NULL};
@@ -707,6 +824,8 @@ static int walk_source(struct walk *w, json_t *src, struct sl_query_config *q)
 		return walk_process(w, src, q);
 	if (s->format == SL_SOURCE_SOCKET)
 		return walk_socket(w, src, q);
+	if (s->format == SL_SOURCE_KAFKA)
+		return walk_kafka(w, src, q);
 	if (!SL_SOURCE_IS_FILE(s->format))
 		return walk_rate(w, src, q);
 	if ((rc = check_keys(w, src, source_keys)))
@@ -1065,7 +1184,7 @@ static bool kafka_secret(const char *name, const char *value)
  * keyColumn and transactional beyond Spark. The columns are checked with
  * the output rows (config.c).
  */
-static int walk_kafka(struct walk *w, json_t *sink, struct sl_query_config *q)
+static int walk_kafka_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 {
 	static const char *const keys[] = {"format", "topic", "keyColumn", "transactional", NULL};
 	static const char *const refused[] = {"kafka.key.serializer", "kafka.value.serializer",
@@ -1212,7 +1331,7 @@ static int walk_sink(struct walk *w, json_t *sink, struct sl_query_config *q)
 		rc = read_enum(w, sink, "format", formats, &v);
 	q->sink_format = (enum sl_sink_format)v;
 	if (!rc && q->sink_format == SL_SINK_KAFKA)
-		return walk_kafka(w, sink, q);
+		return walk_kafka_sink(w, sink, q);
 	if (!rc)
 		rc = check_keys(w, sink, keys);
 	/* Parquet compresses its pages: zstd unless told otherwise */
@@ -1565,7 +1684,7 @@ root_decref:
 
 /*
  * A sluice.json that names a command (a process source, an exec sink) or a
- * secret (a kafka sink's password, or an @env:/@file: reference) must be the daemon
+ * secret (a kafka password or key, even as an @env:/@file: reference) must be the daemon
  * user's and writable by no one else, as sshd's StrictModes: whoever can
  * write it can run commands as that user (CONNECTORS "Commands and secrets").
  */
@@ -1583,6 +1702,13 @@ static int check_owner(const struct sl_config *c, int fd, const char *path, char
 			field = "source.command";
 		} else if (sl_config_query(c, k)->sink_format == SL_SINK_EXEC) {
 			q = sl_config_query(c, k);
+		} else if (sl_config_query(c, k)->source.kafka &&
+			   sl_config_query(c, k)->source.kafka->secret) {
+			q = sl_config_query(c, k);
+			snprintf(secret_field, sizeof(secret_field), "source.%s",
+				 q->source.kafka->secret_key);
+			field = secret_field;
+			what = "a secret";
 		}
 		const struct sl_query_config *kq = sl_config_query(c, k);
 		for (size_t i = 0; !q && kq->sink_format == SL_SINK_KAFKA && i < kq->nkafka_conf; i++) {

@@ -10,6 +10,7 @@
  * (lastError). meta: "q.<qid>.wm" the watermark after the batch (ms),
  * "q.<qid>.rows" its input rows, "q.<qid>.next".
  */
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,7 @@ static void progress_report(const struct report *r, int64_t t2, int64_t trigger_
 	struct sl_progress pr = {.run_id = p->run_id, .name = q->name};
 	const char *names[64], *mnames[4];
 	uint64_t counts[64], mvalues[4];
+	double mreals[4];
 	char src[4200], sink[128];
 
 	*out = NULL;
@@ -105,6 +107,7 @@ static void progress_report(const struct report *r, int64_t t2, int64_t trigger_
 	pr.ms_trigger = trigger_ms;
 	pr.start_offset = p->range.start;
 	pr.end_offset = p->range.end;
+	pr.latest_offset = m->latest_offset;
 	if (q->has_watermark && ops) {
 		pr.has_event_time = true;
 		pr.et_rows = ops->et.count > 0;
@@ -138,10 +141,12 @@ static void progress_report(const struct report *r, int64_t t2, int64_t trigger_
 	for (size_t k = 0; k < m->nmetrics && k < 4; k++) {
 		mnames[k] = m->metrics[k].name;
 		mvalues[k] = m->metrics[k].value;
+		mreals[k] = m->metrics[k].is_real ? m->metrics[k].real : NAN;
 		pr.n_source_metrics = k + 1;
 	}
 	pr.source_metric_names = mnames;
 	pr.source_metric_values = mvalues;
+	pr.source_metric_reals = mreals;
 	sl_render_progress(&pr, out, len);
 }
 

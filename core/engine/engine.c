@@ -32,6 +32,7 @@
 #include "sink_kafka.h"
 #include "sluice-build.h"
 #include "source_file.h"
+#include "source_kafka.h"
 #include "source_query.h"
 #include "source_process.h"
 #include "source_rate.h"
@@ -256,6 +257,8 @@ static const struct sl_source_ops *source_ops(const struct sl_query_config *q)
 		return &sl_source_process;
 	case SL_SOURCE_SOCKET:
 		return &sl_source_socket;
+	case SL_SOURCE_KAFKA:
+		return &sl_source_kafka;
 	default:
 		return &sl_source_file;
 	}

@@ -143,7 +143,8 @@ static const char *const eclass_names[EC_N] = {"none", "malformed", "config",
 static enum eclass classify(int rc)
 {
 	switch (rc) {
-	case SL_EMALFORMED: return EC_MALFORMED;
+	case SL_EMALFORMED:
+	case SL_EDATALOSS: return EC_MALFORMED;
 	case SL_ECONFIG:
 	case SL_EVERSION:
 	case ENOTSUP: return EC_CONFIG;

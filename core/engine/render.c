@@ -4,6 +4,7 @@
  * (status/<query>.json[l]), with jansson (the engine layer's only user).
  */
 #include <errno.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -163,7 +164,10 @@ int sl_render_progress(const struct sl_progress *p, char **out, size_t *len)
 		end = json_null();
 	json_object_set_new(src, "startOffset", start);
 	json_object_set_new(src, "endOffset", end);
-	json_object_set_new(src, "latestOffset", json_null());
+	json_t *latest = p->latest_offset && p->latest_offset[0]
+				 ? json_loads(p->latest_offset, JSON_DECODE_ANY, NULL)
+				 : NULL;
+	json_object_set_new(src, "latestOffset", latest ? latest : json_null());
 	json_object_set_new(src, "numInputRows", json_integer((json_int_t)p->num_input_rows));
 	json_object_set_new(src, "inputRowsPerSecond", json_real(p->input_rows_per_s));
 	json_object_set_new(src, "processedRowsPerSecond", json_real(p->processed_rows_per_s));
@@ -171,8 +175,21 @@ int sl_render_progress(const struct sl_progress *p, char **out, size_t *len)
 		/* Spark's SourceProgress.metrics: a map of strings, left out when empty */
 		json_t *sm = json_object();
 		for (size_t i = 0; sm && i < p->n_source_metrics; i++) {
-			char v[24];
-			snprintf(v, sizeof(v), "%llu", (unsigned long long)p->source_metric_values[i]);
+			char v[40];
+			double d = p->source_metric_reals ? p->source_metric_reals[i] : NAN;
+			if (!isnan(d)) {
+				/* Java's Double.toString for the values met here: "1.0", "2.5" */
+				for (int prec = 1; prec <= 17; prec++) {
+					snprintf(v, sizeof(v), "%.*g", prec, d);
+					if (strtod(v, NULL) == d)
+						break;
+				}
+				if (!strpbrk(v, ".en"))
+					strncat(v, ".0", sizeof(v) - strlen(v) - 1);
+			} else {
+				snprintf(v, sizeof(v), "%llu",
+					 (unsigned long long)p->source_metric_values[i]);
+			}
 			json_object_set_new(sm, p->source_metric_names[i], json_string(v));
 		}
 		json_object_set_new(src, "metrics", sm);

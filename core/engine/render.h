@@ -30,6 +30,7 @@ struct sl_progress {
 	int64_t ms_latest_offset, ms_wal_commit, ms_add_batch, ms_commit_offsets, ms_trigger;
 	const char *start_offset;   /* startOffset: the source's JSON text; NULL or "": null */
 	const char *end_offset;     /* endOffset: the source's JSON text (offsets/N's) */
+	const char *latest_offset;  /* latestOffset: the source's JSON text; NULL: null */
 	const char *source_desc;    /* FileStreamSource[in/<path>] */
 	const char *sink_desc;      /* FileSink[out/<query>] */
 	uint64_t num_output_rows;
@@ -42,6 +43,7 @@ struct sl_progress {
 	uint64_t skipped_age, skipped_seen; /* skippedByMaxFileAge, skippedAlreadySeen */
 	const char *const *source_metric_names; /* sources[0].metrics: names ... */
 	const uint64_t *source_metric_values;   /* ... and values (shown as strings, as Spark) */
+	const double *source_metric_reals;      /* ... a real in place of a value, or NaN */
 	size_t n_source_metrics;
 	const char *last_error;     /* or NULL */
 	/* eventTime, when the query has a watermark */

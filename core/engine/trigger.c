@@ -196,8 +196,12 @@ static void *query_main(void *arg)
 	if (q->trigger == SL_TRIGGER_PROCESSING_TIME)
 		lim.max_batches = 1;
 	struct idle idle = {.t = t, .seen = &seen, .counted = &counted};
-	if (q->trigger == SL_TRIGGER_NONE && q->source.format == SL_SOURCE_PROCESS) {
-		/* no respawn of the program every pollInterval: the run waits, open */
+	if (q->trigger == SL_TRIGGER_NONE &&
+	    (q->source.format == SL_SOURCE_PROCESS || q->source.format == SL_SOURCE_KAFKA)) {
+		/*
+		 * no respawn of the program (no new Kafka client) every
+		 * pollInterval: the run waits, open
+		 */
 		lim.idle = idle_wait;
 		lim.idle_ctx = &idle;
 	}
@@ -211,7 +215,7 @@ static void *query_main(void *arg)
 		}
 		if (rc == ECANCELED)
 			break; /* the unmount abandoned the batch: it replays at the next start */
-		if (rc == SL_EMALFORMED || rc == ENOTSUP || rc == SL_ECONFIG) {
+		if (rc == SL_EMALFORMED || rc == ENOTSUP || rc == SL_ECONFIG || rc == SL_EDATALOSS) {
 			/* stopped: lastError stays until a change the checkpoint survives */
 			sl_log(SL_LOG_ERR, "query '%s' stopped: %s", q->name, r.error);
 			break;

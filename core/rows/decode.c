@@ -119,8 +119,10 @@ int sl_decoder_new(const struct sl_query_config *q, struct sl_decoder **out)
 	if (!d)
 		return ENOMEM;
 	d->schema = sc;
-	/* a query source reads its upstream's json sink parts */
-	d->format = q->source.format == SL_SOURCE_QUERY ? SL_SOURCE_JSON : q->source.format;
+	/* a query source reads its upstream's json sink parts; kafka, JSON values */
+	d->format = q->source.format == SL_SOURCE_QUERY || q->source.format == SL_SOURCE_KAFKA
+			? SL_SOURCE_JSON
+			: q->source.format;
 	d->mode = q->source.mode;
 	d->header = q->source.header;
 	d->sep = q->source.sep ? q->source.sep : ',';

@@ -78,11 +78,18 @@ struct sl_source_backlog {
 struct sl_source_metrics {
 	struct sl_source_backlog backlog;   /* not yet planned */
 	uint64_t skipped_age, skipped_seen; /* skippedByMaxFileAge, skippedAlreadySeen */
+	/*
+	 * latestOffset (Spark's reportLatestOffset): the source's JSON text,
+	 * borrowed until its next prepare(); NULL: null
+	 */
+	const char *latest_offset;
 	/* the source's own metrics: Spark's SourceProgress.metrics (shown as strings) */
 	size_t nmetrics;
 	struct {
 		const char *name; /* static */
 		uint64_t value;
+		bool is_real;	  /* shown as real (Spark's Double, "1.0"), not value */
+		double real;
 	} metrics[4];
 };
 
