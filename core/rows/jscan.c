@@ -491,13 +491,21 @@ static const char *take(struct sl_jscan *s, const char *p, const char *end, stru
 	if (p == end)
 		return fail(s, p, "unexpected end of line");
 	switch (*p) {
-	case '"':
+	case '"': {
+		/* without escapes the decoded text is the raw one: no copy */
+		int esc = 0;
 		f->kind = SL_JSTRING;
-		f->str = s->buf + s->blen;
-		q = string(s, p + 1, end, s->buf + s->blen, &f->str_len, NULL);
-		if (q)
+		q = string(s, p + 1, end, NULL, NULL, &esc);
+		if (q && !esc) {
+			f->str = p + 1;
+			f->str_len = (size_t)(q - 1 - (p + 1));
+		} else if (q) {
+			f->str = s->buf + s->blen;
+			string(s, p + 1, end, s->buf + s->blen, &f->str_len, NULL);
 			s->blen += f->str_len;
+		}
 		break;
+	}
 	case '{':
 	case '[':
 		f->kind = *p == '{' ? SL_JOBJECT : SL_JARRAY;

@@ -35,7 +35,8 @@ struct sl_jfield {
 	bool is_int;	 /* SL_JNUMBER: matches -?(0|[1-9][0-9]*) */
 	const char *raw; /* the value's text in the line: borrowed from the line */
 	size_t raw_len;	 /* bytes */
-	const char *str; /* SL_JSTRING: decoded text, borrowed until the next scan or free */
+	const char *str; /* SL_JSTRING: decoded text, borrowed from the line (no escapes) or
+			    the scanner (until the next scan or free) */
 	size_t str_len;	 /* bytes */
 };
 

@@ -51,10 +51,16 @@ static int half_prepare(struct sl_source *p, const char *path)
 	if (!h->ready) {
 		if ((rc = sl_decoder_new(q, &h->dec)))
 			return rc;
-		if ((rc = sl_batch_init(&h->b, &q->source.schema))) {
+		uint8_t *used = malloc(q->source.schema.n + 1);
+		if (!used || (rc = sl_batch_init(&h->b, &q->source.schema))) {
+			free(used);
 			sl_decoder_free(h->dec);
-			return rc;
+			return used ? rc : ENOMEM;
 		}
+		/* projected as the engine's batch is, for sl_batch_append() */
+		sl_config_used_columns(q, used);
+		sl_batch_project(&h->b, used);
+		free(used);
 		if ((rc = sl_decode_stats_init(&h->st, q->source.schema.n))) {
 			sl_batch_release(&h->b);
 			sl_decoder_free(h->dec);
