@@ -4,7 +4,9 @@
  * wanted top-level fields are recorded (strings decoded into one reusable
  * buffer), everything else is validated by an iterative skipper whose
  * nesting lives in a bit stack, so hostile depth costs 256 bytes, not stack
- * frames. Plain string bytes are checked eight at a time.
+ * frames. Plain string bytes are checked 8 at a time inline, then with
+ * SIMD (jscan_sse2.c, jscan_avx2.c: the best the CPU has, chosen when the
+ * scanner is made) or 8 at a time where there is none.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -13,6 +15,7 @@
 
 #include "err.h"
 #include "jscan.h"
+#include "jscan_simd.h"
 
 struct sl_jscan {
 	char **names;	  /* wanted names, copied */
@@ -27,8 +30,12 @@ struct sl_jscan {
 	const char *line; /* the line being scanned (for error offsets) */
 	const char *err;  /* why the last scan failed; static */
 	size_t err_off;	  /* where, in bytes from the line start */
+	sl_jscan_run_fn run;	  /* plain string bytes past the first 16 (isa's) */
+	enum sl_jscan_isa isa;	  /* which run */
 	uint8_t stack[SL_JSCAN_MAX_DEPTH / 8]; /* bit d: container at depth d is an object */
 };
+
+static void pick_isa(struct sl_jscan *s);
 
 static uint32_t hash(const char *k, size_t len)
 {
@@ -54,6 +61,7 @@ int sl_jscan_new(const char *const *names, size_t n, struct sl_jscan **out)
 		goto fail;
 	s->n = n;
 	s->mask = nslots - 1;
+	pick_isa(s);
 	for (size_t i = 0; i < n; i++) {
 		s->lens[i] = strlen(names[i]);
 		s->names[i] = strdup(names[i]);
@@ -184,8 +192,8 @@ static inline int special(unsigned char c)
 	return c < 0x20 || c == '"' || c == '\\' || c >= 0x80;
 }
 
-/* Advances over plain ASCII string bytes. */
-static inline const char *plain_run(const char *p, const char *end)
+/* Advances over plain ASCII string bytes, 8 at a time: the scalar ISA. */
+static const char *run_scalar(const char *p, const char *end)
 {
 	for (;;) {
 		uint64_t x;
@@ -202,6 +210,77 @@ static inline const char *plain_run(const char *p, const char *end)
 		if (p == end)
 			return p;
 	}
+}
+
+/*
+ * Advances over plain ASCII string bytes. Most strings (keys, short values)
+ * end within 16 bytes: those are looked at inline, 8 at a time; a longer
+ * run goes to the ISA's code.
+ */
+static inline const char *plain_run(const struct sl_jscan *s, const char *p, const char *end)
+{
+	for (int k = 0; k < 2; k++) {
+		uint64_t x;
+		if (end - p < 8)
+			return run_scalar(p, end);
+		memcpy(&x, p, 8);
+		if (special8(x)) {
+			/* special8 may be a false positive: then the run goes on */
+			for (const char *stop = p + 8; p < stop; p++)
+				if (special((unsigned char)*p))
+					return p;
+		} else {
+			p += 8;
+		}
+	}
+	return s->run(p, end);
+}
+
+int sl_jscan_set_isa(struct sl_jscan *s, enum sl_jscan_isa isa)
+{
+	sl_jscan_run_fn run = run_scalar;
+
+	switch (isa) {
+	case SL_JSCAN_SCALAR:
+		break;
+#ifdef SL_JSCAN_X86
+	case SL_JSCAN_SSE2:
+		__builtin_cpu_init();
+		if (!__builtin_cpu_supports("sse2"))
+			return ENOTSUP;
+		run = sl_jscan_run_sse2;
+		break;
+	case SL_JSCAN_AVX2:
+		__builtin_cpu_init();
+		if (!__builtin_cpu_supports("avx2"))
+			return ENOTSUP;
+		run = sl_jscan_run_avx2;
+		break;
+#endif
+	default:
+		return ENOTSUP;
+	}
+	s->run = run;
+	s->isa = isa;
+	return 0;
+}
+
+enum sl_jscan_isa sl_jscan_get_isa(const struct sl_jscan *s)
+{
+	return s->isa;
+}
+
+/* The ISA SLUICE_JSCAN_ISA names when the CPU has it, else the best the CPU has. */
+static void pick_isa(struct sl_jscan *s)
+{
+	static const char *const names[] = {"scalar", "sse2", "avx2"};
+	const char *env = getenv("SLUICE_JSCAN_ISA");
+
+	for (int i = 0; env && i < 3; i++)
+		if (!strcmp(env, names[i]) && sl_jscan_set_isa(s, (enum sl_jscan_isa)i) == 0)
+			return;
+	if (sl_jscan_set_isa(s, SL_JSCAN_AVX2) && sl_jscan_set_isa(s, SL_JSCAN_SSE2))
+		sl_jscan_set_isa(s, SL_JSCAN_SCALAR);
 }
 
 static int hex4(const char *p, uint32_t *v)
@@ -311,7 +390,7 @@ static const char *string(struct sl_jscan *s, const char *p, const char *end, ch
 
 	for (;;) {
 		const char *run = p;
-		p = plain_run(p, end);
+		p = plain_run(s, p, end);
 		if (d) {
 			memcpy(d, run, (size_t)(p - run));
 			d += p - run;
