@@ -219,6 +219,15 @@ static const char *run_scalar(const char *p, const char *end)
  */
 static inline const char *plain_run(const struct sl_jscan *s, const char *p, const char *end)
 {
+#ifdef SL_JSCAN_SSE2_INLINE
+	/* SSE2 is x86-64's baseline: its 16-byte test is inline unless scalar is forced */
+	if (s->isa != SL_JSCAN_SCALAR) {
+		if (end - p < 16)
+			return run_scalar(p, end);
+		unsigned m = sl_jscan_special16(p);
+		return m ? p + __builtin_ctz(m) : s->run(p + 16, end);
+	}
+#endif
 	for (int k = 0; k < 2; k++) {
 		uint64_t x;
 		if (end - p < 8)
@@ -377,24 +386,22 @@ static size_t put_utf8(char *d, uint32_t cp)
 }
 
 /*
- * The string whose body starts at p (after the opening quote). When dst is
- * not NULL the decoded bytes go there and *dlen gets their count (never more
- * than the raw length). *esc, when not NULL, tells whether it held escapes.
- * Returns the position after the closing quote.
+ * string()'s general case: the body starts at p, and its plain bytes run
+ * up to run (not '"'). Out of line, so that string() stays small.
  */
-static const char *string(struct sl_jscan *s, const char *p, const char *end, char *dst,
-			  size_t *dlen, int *esc)
+static __attribute__((noinline)) const char *string_rest(struct sl_jscan *s, const char *p,
+							 const char *run, const char *end,
+							 char *dst, size_t *dlen, int *esc)
 {
 	char *d = dst;
 	uint32_t cp;
 
+	if (d) {
+		memcpy(d, p, (size_t)(run - p));
+		d += run - p;
+	}
+	p = run;
 	for (;;) {
-		const char *run = p;
-		p = plain_run(s, p, end);
-		if (d) {
-			memcpy(d, run, (size_t)(p - run));
-			d += p - run;
-		}
 		if (p == end)
 			return fail(s, p, "unterminated string");
 		unsigned char c = (unsigned char)*p;
@@ -411,19 +418,47 @@ static const char *string(struct sl_jscan *s, const char *p, const char *end, ch
 				return NULL;
 			if (d)
 				d += put_utf8(d, cp);
-			continue;
-		}
-		if (c < 0x20)
+		} else if (c < 0x20) {
 			return fail(s, p, "control character in a string");
-		size_t n = utf8_seq((const unsigned char *)p, (const unsigned char *)end);
-		if (!n)
-			return fail(s, p, "invalid UTF-8 in a string");
-		if (d) {
-			memcpy(d, p, n);
-			d += n;
+		} else {
+			size_t n = utf8_seq((const unsigned char *)p, (const unsigned char *)end);
+			if (!n)
+				return fail(s, p, "invalid UTF-8 in a string");
+			if (d) {
+				memcpy(d, p, n);
+				d += n;
+			}
+			p += n;
 		}
-		p += n;
+		run = p;
+		p = plain_run(s, p, end);
+		if (d) {
+			memcpy(d, run, (size_t)(p - run));
+			d += p - run;
+		}
 	}
+}
+
+/*
+ * The string whose body starts at p (after the opening quote). When dst is
+ * not NULL the decoded bytes go there and *dlen gets their count (never more
+ * than the raw length). *esc, when not NULL, tells whether it held escapes.
+ * Returns the position after the closing quote. Inline for the common case,
+ * plain ASCII up to the quote (most keys and values).
+ */
+static inline const char *string(struct sl_jscan *s, const char *p, const char *end, char *dst,
+				 size_t *dlen, int *esc)
+{
+	const char *q = plain_run(s, p, end);
+
+	if (__builtin_expect(q < end && *q == '"', 1)) {
+		if (dst) {
+			memcpy(dst, p, (size_t)(q - p));
+			*dlen = (size_t)(q - p);
+		}
+		return q + 1;
+	}
+	return string_rest(s, p, q, end, dst, dlen, esc);
 }
 
 static const char *number(struct sl_jscan *s, const char *p, const char *end, bool *is_int)
@@ -651,7 +686,7 @@ int sl_jscan_line(struct sl_jscan *s, const char *line, size_t len, struct sl_jf
 		int esc = 0;
 		const char *k = p + 1, *q;
 		long idx;
-		size_t klen;
+		size_t klen = 0;
 
 		if (p == end || *p != '"') {
 			fail(s, p, "expected a string key");

@@ -19,4 +19,22 @@ const char *sl_jscan_run_sse2(const char *p, const char *end);
 const char *sl_jscan_run_avx2(const char *p, const char *end);
 #endif
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/*
+ * The special bytes (as above) among the 16 at p, one bit each, for the
+ * inline first look at a string: SSE2 is part of x86-64 itself, so this
+ * needs no -m flag and no run-time check.
+ */
+#define SL_JSCAN_SSE2_INLINE 1
+static inline unsigned sl_jscan_special16(const char *p)
+{
+	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+	__m128i m = _mm_or_si128(
+		_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+		_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
+	return (unsigned)_mm_movemask_epi8(m);
+}
+#endif
+
 #endif
