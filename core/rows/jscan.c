@@ -48,11 +48,15 @@ static uint32_t hash(const char *k, size_t len)
 int sl_jscan_new(const char *const *names, size_t n, struct sl_jscan **out)
 {
 	struct sl_jscan *s = calloc(1, sizeof(*s));
-	size_t nslots = 8;
+	/*
+	 * Sparse: most keys of a line are not wanted, and an empty slot is the
+	 * cheapest way to say so (a full one costs a compare).
+	 */
+	size_t nslots = 64;
 
 	if (!s)
 		return ENOMEM;
-	while (nslots < 2 * n)
+	while (nslots < 8 * n)
 		nslots *= 2;
 	s->names = calloc(n ? n : 1, sizeof(*s->names));
 	s->lens = calloc(n ? n : 1, sizeof(*s->lens));
@@ -105,12 +109,35 @@ const char *sl_jscan_error(const struct sl_jscan *s, size_t *offset)
 	return s->err ? s->err : "no error";
 }
 
+/* a[0, len) == b[0, len), inline for the short lengths of keys */
+static inline bool same_bytes(const char *a, const char *b, size_t len)
+{
+	if (len >= 8 && len <= 16) {
+		/* two overlapping loads cover 8 to 16 bytes */
+		uint64_t a0, b0, a1, b1;
+		memcpy(&a0, a, 8);
+		memcpy(&b0, b, 8);
+		memcpy(&a1, a + len - 8, 8);
+		memcpy(&b1, b + len - 8, 8);
+		return a0 == b0 && a1 == b1;
+	}
+	if (len >= 4 && len < 8) {
+		uint32_t a0, b0, a1, b1;
+		memcpy(&a0, a, 4);
+		memcpy(&b0, b, 4);
+		memcpy(&a1, a + len - 4, 4);
+		memcpy(&b1, b + len - 4, 4);
+		return a0 == b0 && a1 == b1;
+	}
+	return !memcmp(a, b, len);
+}
+
 static long lookup(const struct sl_jscan *s, const char *k, size_t len)
 {
 	size_t j = hash(k, len) & s->mask;
 	while (s->slots[j]) {
 		size_t i = s->slots[j] - 1;
-		if (s->lens[i] == len && !memcmp(s->names[i], k, len))
+		if (s->lens[i] == len && same_bytes(s->names[i], k, len))
 			return (long)i;
 		j = (j + 1) & s->mask;
 	}
