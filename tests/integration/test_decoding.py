@@ -675,6 +675,43 @@ def test_big_file_rows_in_order_and_counted(mounts, tmp_path):
     assert st["numInputRows"] == n and st["numMalformedRows"] == 3
 
 
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+def test_aggregation_reads_only_its_columns(mounts, tmp_path, mode):
+    """An aggregating query over a wide schema (a big file: both decoding
+    threads, their batches joined) keeps only the columns it reads; the
+    unused ones change nothing: a STRING holding anything is skipped, a
+    BIGINT holding a string still makes its line malformed, and the groups
+    are those of the whole rows."""
+    n = 200000
+    pad = "x" * 60
+    lines, groups, malformed = [], {}, 0
+    for i in range(n):
+        g = "g%d" % (i % 7)
+        extra = '"u\\u00e9%d \\ud83d\\ude00"' % i if i % 3 else '{"deep":[%d,{"k":"%s"}]}' % (i, pad)
+        bad = i % 10007 == 5
+        other = '"oops"' if bad else str(i)
+        lines.append('{"pad":"%s","extra":%s,"g":"%s","other":%s,"v":%d}' % (pad, extra, g, other, i))
+        malformed += bad
+        if bad and mode == "DROPMALFORMED":
+            continue
+        n0, s0 = groups.get(g, (0, 0))
+        groups[g] = (n0 + 1, s0 + i)
+    data = str(tmp_path / "data")
+    os.makedirs(data)
+    schema = "pad STRING, extra STRING, g STRING, other BIGINT, v BIGINT, _corrupt_record STRING"
+    with open(os.path.join(data, "sluice.json"), "w") as f:
+        json.dump({"queries": {"dev": {"source": json_source(schema, mode=mode),
+                                       "groupBy": {"columns": ["g"]},
+                                       "aggregate": {"n": "count(*)", "s": "sum(v)"},
+                                       "outputMode": "complete"}}}, f)
+    land(data, put(tmp_path, "wide.json", "\n".join(lines) + "\n"))
+    assert os.path.getsize(str(tmp_path / "src" / "wide.json")) > 16 << 20
+    p = run(data)
+    assert p.stdout == "dev: 1 batches, %d rows, %d malformed\n" % (n, malformed), p.stdout
+    got = {r["g"]: (r["n"], r["s"]) for r in json_rows(mounts.new(data=data))}
+    assert got == groups
+
+
 # a test build's knob: a mapped input is decoded (and its pages dropped)
 # 4 KiB at a time instead of 8 MiB, so that the pieces have thousands of cuts
 PLAIN_PIECES = {"SLUICE_FAULT_SIZE": "decode.piece:4096"}
