@@ -12,11 +12,11 @@
 //   OUTPUT        the groups, one JSON object a line
 //   FORMAT        json (default), or parquet: the groups as one Parquet file
 //                 (zstd), the window a struct of two timestamps as sluice's
-//                 parquet sink writes it (B10); or sum: B15's decode-only
+//                 parquet sink writes it (B10); or sum: B17's decode-only
 //                 job, count(*) and sum(amount_cents) over all rows, one
 //                 JSON line {"n":N,"total":N}
 //   COLUMNS       read_json's columns struct (default: the four B3 reads);
-//                 B14 and B15 name gen2.c's 25 fields, as sluice's schema does
+//                 B16 and B17 name gen2.c's 25 fields, as sluice's schema does
 'use strict';
 const path = require('path');
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * gen2: the second event generator of contrib/bench/run (B14, B15): wide
+ * gen2: the second event generator of contrib/bench/run (B16, B17): wide
  * events of 25 top-level fields, of which B3's job reads four. Writes N
  * JSON Lines events to stdout, the same bytes for the same arguments
  * (fixed seed, no clock, no locale). One line (wrapped here):
