@@ -872,6 +872,28 @@ bool sl_config_is_stateful(const struct sl_query_config *q)
 	return q->naggs > 0 || q->ndedup > 0;
 }
 
+void sl_config_used_columns(const struct sl_query_config *q, uint8_t *used)
+{
+	const struct sl_schema *s = &q->source.schema;
+	bool all = !sl_config_has_aggregation(q);
+
+	for (size_t c = 0; c < s->n; c++)
+		used[c] = all || s->cols[c].not_null;
+	if (all)
+		return;
+	if (q->has_watermark)
+		used[q->wm_col] = 1;
+	for (size_t i = 0; i < q->ndedup; i++)
+		used[q->dedup[i]] = 1;
+	if (q->has_window)
+		used[q->win_col] = 1;
+	for (size_t i = 0; i < q->ngroup; i++)
+		used[q->group[i]] = 1;
+	for (size_t i = 0; i < q->naggs; i++)
+		if (q->aggs[i].fn != SL_AGG_COUNT_STAR)
+			used[q->aggs[i].col] = 1;
+}
+
 const struct sl_column *sl_config_column(const struct sl_query_config *q, size_t i)
 {
 	return &q->source.schema.cols[i];

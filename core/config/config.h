@@ -232,6 +232,15 @@ const struct sl_query_config *sl_config_find(const struct sl_config *c, const ch
 bool sl_config_has_aggregation(const struct sl_query_config *q);
 /* True when the query keeps state across batches (deduplication or aggregation). */
 bool sl_config_is_stateful(const struct sl_query_config *q);
+/*
+ * Which source columns q reads after decoding (projection pushdown): used
+ * gets source.schema.n flags, 1 for a column that the operators or the
+ * output need. A query without aggregation outputs whole rows, so every
+ * column is used; an aggregating one uses the watermark, dedup, window,
+ * group and aggregate argument columns. NOT NULL columns always count as
+ * used (their nulls are counted per batch).
+ */
+void sl_config_used_columns(const struct sl_query_config *q, uint8_t *used);
 /* Source column i of q (borrowed until sl_config_free). i must be < schema.n. */
 const struct sl_column *sl_config_column(const struct sl_query_config *q, size_t i);
 /* Index of the column called name in s (exact match), or -1. */

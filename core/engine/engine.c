@@ -371,6 +371,19 @@ int sl_engine_run_query(struct sl_land *l, const struct sl_query_config *q,
 		sl_batch_release(&b);
 		goto fail;
 	}
+	if (SL_SOURCE_IS_FILE(q->source.format) || q->source.format == SL_SOURCE_QUERY) {
+		/* the decoder fills only the columns the query reads (sl_decoder_new) */
+		uint8_t *used = malloc(q->source.schema.n + 1);
+		if (!used) {
+			sl_decode_stats_release(&st);
+			sl_batch_release(&b);
+			rc = ENOMEM;
+			goto fail;
+		}
+		sl_config_used_columns(q, used);
+		sl_batch_project(&b, used);
+		free(used);
+	}
 	ready = true;
 	while ((!lim->max_batches || done < lim->max_batches) && !(lim->stop && *lim->stop)) {
 		rc = run_batch(l, &p, ops, &b, &st, r);

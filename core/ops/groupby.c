@@ -55,6 +55,8 @@ struct sl_groupby {
 	size_t maxwins;
 	struct sl_state_evict ev; /* evicted storage keys */
 	uint64_t rows_after, bytes_after;
+	size_t last_rows;         /* rows of the previous batch */
+	size_t last_groups;       /* and the groups they made */
 };
 
 int sl_groupby_new(const struct sl_query_config *q, uint32_t qid, struct sl_groupby **out,
@@ -282,17 +284,39 @@ static int walk_all(void *ctx, const void *skey, size_t sklen, const void *rk, s
 	return (w->rc = emit(g, w->out, rk, rklen, val, w->err, w->errlen)) ? 1 : 0;
 }
 
+/*
+ * The groups a batch of nrows rows is expected to make, to size the batch's
+ * table and states: a table sized for rows is mostly empty when rows share
+ * groups, and every byte of it is zeroed (page faults) and scanned. No
+ * group column and no window: one group. Otherwise the previous batch's
+ * groups per row, with a quarter to spare; for the first batch, rows. Both
+ * grow on demand when the estimate falls short.
+ */
+static size_t estimate(const struct sl_groupby *g, size_t nrows)
+{
+	if (g->q->ngroup == 0 && !g->q->has_window)
+		return 1;
+	if (!g->last_rows)
+		return nrows;
+	double per_row = (double)g->last_groups / (double)g->last_rows;
+	size_t est = (size_t)(per_row * 1.25 * (double)nrows) + 1024;
+	return est < nrows ? est : nrows;
+}
+
 int sl_groupby_begin(struct sl_groupby *g, struct sl_txn *t, const struct sl_batch *b,
 		     struct sl_batch *out)
 {
 	int rc;
 
+	g->last_groups = sl_kmap_count(&g->groups);
 	sl_kmap_clear(&g->groups);
 	sl_state_evict_clear(&g->ev);
 	sl_batch_clear(out);
 	if ((rc = sl_state_counters(t, &g->sp, &g->rows_after, &g->bytes_after)))
 		return rc;
-	if ((rc = sl_kmap_reserve(&g->groups, b->nrows)) || (rc = grow(g, b->nrows)))
+	size_t est = estimate(g, b->nrows);
+	g->last_rows = b->nrows;
+	if ((rc = sl_kmap_reserve(&g->groups, est)) || (rc = grow(g, est)))
 		return rc;
 	return 0;
 }

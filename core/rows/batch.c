@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Batches of rows, column by column, with one string arena. */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +20,35 @@ int sl_batch_init(struct sl_batch *b, const struct sl_schema *schema)
 	return 0;
 }
 
+void sl_batch_project(struct sl_batch *b, const uint8_t *used)
+{
+	assert(b->cap == 0);
+	for (size_t c = 0; c < b->schema->n; c++)
+		b->cols[c].dead = !used[c];
+}
+
+/* Frees the row arrays (a dead column's are the shared ones). */
+static void free_rows(struct sl_batch *b)
+{
+	for (size_t c = 0; c < b->schema->n; c++) {
+		if (!b->cols[c].dead) {
+			free(b->cols[c].cells);
+			free(b->cols[c].nulls);
+		}
+		b->cols[c].cells = NULL;
+		b->cols[c].nulls = NULL;
+	}
+	free(b->dead_cells);
+	free(b->dead_nulls);
+	b->dead_cells = NULL;
+	b->dead_nulls = NULL;
+}
+
 void sl_batch_release(struct sl_batch *b)
 {
 	if (!b->cols)
 		return;
-	for (size_t c = 0; c < b->schema->n; c++) {
-		free(b->cols[c].cells);
-		free(b->cols[c].nulls);
-	}
+	free_rows(b);
 	free(b->cols);
 	free(b->arena);
 	memset(b, 0, sizeof(*b));
@@ -52,8 +74,27 @@ int sl_batch_reserve(struct sl_batch *b, size_t rows)
 
 static int grow_rows_to(struct sl_batch *b, size_t cap)
 {
+	bool dead = false;
 
+	for (size_t c = 0; c < b->schema->n; c++)
+		dead |= b->cols[c].dead;
+	if (dead) {
+		union sl_cell *cells = realloc(b->dead_cells, cap * sizeof(*cells));
+		if (!cells)
+			return ENOMEM;
+		b->dead_cells = cells;
+		uint8_t *nulls = realloc(b->dead_nulls, cap);
+		if (!nulls)
+			return ENOMEM;
+		memset(nulls + b->cap, 1, cap - b->cap);
+		b->dead_nulls = nulls;
+	}
 	for (size_t c = 0; c < b->schema->n; c++) {
+		if (b->cols[c].dead) {
+			b->cols[c].cells = b->dead_cells;
+			b->cols[c].nulls = b->dead_nulls;
+			continue;
+		}
 		union sl_cell *cells = realloc(b->cols[c].cells, cap * sizeof(*cells));
 		if (!cells)
 			return ENOMEM;
@@ -75,7 +116,8 @@ int sl_batch_add_row(struct sl_batch *b, size_t *row)
 	if (b->nrows == b->cap && (rc = grow_rows(b)))
 		return rc;
 	for (size_t c = 0; c < b->schema->n; c++)
-		b->cols[c].nulls[b->nrows] = 1;
+		if (!b->cols[c].dead)
+			b->cols[c].nulls[b->nrows] = 1;
 	*row = b->nrows++;
 	return 0;
 }
@@ -156,6 +198,8 @@ int sl_batch_append(struct sl_batch *dst, const struct sl_batch *src)
 	if (src->arena_len)
 		memcpy(dst->arena + dst->arena_len, src->arena, src->arena_len);
 	for (size_t c = 0; c < dst->schema->n && src->nrows; c++) {
+		if (dst->cols[c].dead)
+			continue; /* src's is dead too: both batches project alike */
 		union sl_cell *to = dst->cols[c].cells + dst->nrows;
 		memcpy(to, src->cols[c].cells, src->nrows * sizeof(*to));
 		memcpy(dst->cols[c].nulls + dst->nrows, src->cols[c].nulls, src->nrows);
@@ -177,6 +221,8 @@ void sl_batch_keep(struct sl_batch *b, const uint8_t *keep)
 			continue;
 		if (n != r) {
 			for (size_t c = 0; c < b->schema->n; c++) {
+				if (b->cols[c].dead)
+					continue;
 				b->cols[c].cells[n] = b->cols[c].cells[r];
 				b->cols[c].nulls[n] = b->cols[c].nulls[r];
 			}
@@ -190,12 +236,7 @@ void sl_batch_trim(struct sl_batch *b, size_t keep_rows)
 {
 	if (b->cap <= keep_rows)
 		return;
-	for (size_t c = 0; c < b->schema->n; c++) {
-		free(b->cols[c].cells);
-		free(b->cols[c].nulls);
-		b->cols[c].cells = NULL;
-		b->cols[c].nulls = NULL;
-	}
+	free_rows(b);
 	free(b->arena);
 	b->arena = NULL;
 	b->nrows = b->cap = b->arena_len = b->arena_cap = 0;

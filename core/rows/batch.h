@@ -35,6 +35,8 @@ struct sl_batch_col {
 	enum sl_type type;
 	union sl_cell *cells; /* nrows values; undefined where null */
 	uint8_t *nulls;       /* nrows flags: 1 = null */
+	bool dead;            /* projected out: cells and nulls are the batch's shared
+				 dead arrays, every row null, never set */
 };
 
 struct sl_batch {
@@ -44,10 +46,19 @@ struct sl_batch {
 	size_t cap;                     /* rows allocated */
 	char *arena;                    /* string bytes of every STRING cell */
 	size_t arena_len, arena_cap;
+	union sl_cell *dead_cells;      /* cap cells shared by the dead columns, never read */
+	uint8_t *dead_nulls;            /* cap flags shared by the dead columns, all 1 */
 };
 
 /* Makes an empty batch for schema (borrowed until release). 0 or ENOMEM. */
 int sl_batch_init(struct sl_batch *b, const struct sl_schema *schema);
+/*
+ * Projects columns out of an empty batch: a column c with used[c] == 0
+ * becomes dead, null in every row at the cost of no memory of its own (the
+ * dead columns share one array of flags). Setting a dead column is a
+ * programmer error; reading one sees null. Call it before the first row.
+ */
+void sl_batch_project(struct sl_batch *b, const uint8_t *used);
 /* Frees what the batch holds. The struct itself is the caller's. */
 void sl_batch_release(struct sl_batch *b);
 /* Empties the batch, keeping its buffers for the next use. */

@@ -42,7 +42,9 @@ struct sl_decoder {
 	long text_col;	   /* text: index of the value column */
 	locale_t c_locale; /* for strtod_l: numbers never follow the host's locale */
 
-	struct sl_jscan *js;  /* json: wanted = every column but _corrupt_record */
+	uint8_t *used;	      /* per column: the query reads it (sl_config_used_columns) */
+	struct sl_jscan *js;  /* json: wanted = the used columns but _corrupt_record, and
+				 the unused ones that can fail to convert (not STRING) */
 	size_t *jcol;	      /* wanted field i -> schema column */
 	size_t njcol;	      /* number of wanted fields */
 	struct sl_jfield *jf; /* njcol fields of the current line */
@@ -97,6 +99,7 @@ void sl_decoder_free(struct sl_decoder *d)
 	sl_jscan_free(d->wjs);
 	if (d->c_locale)
 		freelocale(d->c_locale);
+	free(d->used);
 	free(d->jcol);
 	free(d->jf);
 	free(d->pkind);
@@ -141,11 +144,20 @@ int sl_decoder_new(const struct sl_query_config *q, struct sl_decoder **out)
 	d->pkind = calloc(sc->n + 1, sizeof(*d->pkind));
 	d->pcell = calloc(sc->n + 1, sizeof(*d->pcell));
 	d->src = calloc(sc->n + 1, sizeof(*d->src));
+	d->used = calloc(sc->n + 1, sizeof(*d->used));
 	names = calloc(sc->n + 1, sizeof(*names));
-	if (!d->c_locale || !d->jcol || !d->jf || !d->pkind || !d->pcell || !d->src || !names)
+	if (!d->c_locale || !d->jcol || !d->jf || !d->pkind || !d->pcell || !d->src || !d->used ||
+	    !names)
 		goto fail;
+	sl_config_used_columns(q, d->used);
 	for (size_t c = 0; c < sc->n; c++) {
-		if ((long)c == d->corrupt)
+		/*
+		 * An unused STRING column is skipped at scanning speed: any JSON
+		 * value converts to STRING, so leaving it out changes no row's
+		 * malformedness. An unused column of another type is still
+		 * converted (not stored), as that can make the record malformed.
+		 */
+		if ((long)c == d->corrupt || (!d->used[c] && sc->cols[c].type == SL_TYPE_STRING))
 			continue;
 		names[d->njcol] = sc->cols[c].name;
 		d->jcol[d->njcol++] = c;
@@ -303,12 +315,13 @@ static int set_text(struct sl_decoder *d, struct sl_batch *b, size_t row, size_t
 	union sl_cell v;
 
 	if (t == SL_TYPE_STRING)
-		return len || quoted ? sl_batch_set_str(b, row, col, s, len) : 0;
+		return (len || quoted) && d->used[col] ? sl_batch_set_str(b, row, col, s, len) : 0;
 	if (!len)
 		return 0;
 	if (conv_text(d, t, s, len, &v))
 		return SL_EMALFORMED;
-	put_cell(b, row, col, t, &v);
+	if (d->used[col])
+		put_cell(b, row, col, t, &v);
 	return 0;
 }
 
@@ -359,7 +372,10 @@ static int window_value(struct sl_decoder *d, const struct sl_jfield *f, union s
 	return 0;
 }
 
-/* A JSON field into (row, col). Returns 0, SL_EMALFORMED (left null) or errno. */
+/*
+ * A JSON field into (row, col), or only converted when the column is not
+ * used. Returns 0, SL_EMALFORMED (left null) or errno.
+ */
 static int set_json(struct sl_decoder *d, struct sl_batch *b, size_t row, size_t col,
 		    const struct sl_jfield *f)
 {
@@ -390,7 +406,17 @@ static int set_json(struct sl_decoder *d, struct sl_batch *b, size_t row, size_t
 	case SL_TYPE_DOUBLE:
 		if (f->kind == SL_JSTRING && non_finite(f->str, f->str_len, &v.d))
 			break;
-		if (f->kind != SL_JNUMBER || parse_double(d, f->raw, f->raw_len, &v.d))
+		if (f->kind != SL_JNUMBER)
+			return SL_EMALFORMED;
+		/*
+		 * An unused column only needs to know the value is finite: a
+		 * number without an exponent and under 300 digits is (DBL_MAX
+		 * has 309), so strtod is spared for it.
+		 */
+		if (!d->used[col] && f->raw_len < 300 && !memchr(f->raw, 'e', f->raw_len) &&
+		    !memchr(f->raw, 'E', f->raw_len))
+			return 0;
+		if (parse_double(d, f->raw, f->raw_len, &v.d))
 			return SL_EMALFORMED;
 		break;
 	case SL_TYPE_WINDOW:
@@ -424,7 +450,8 @@ static int set_json(struct sl_decoder *d, struct sl_batch *b, size_t row, size_t
 	default:
 		return SL_EMALFORMED;
 	}
-	put_cell(b, row, col, t, &v);
+	if (d->used[col])
+		put_cell(b, row, col, t, &v);
 	return 0;
 }
 
@@ -727,7 +754,7 @@ static int record(struct sl_decoder *d, struct sl_batch *b, const char *line, si
 	if ((rc = sl_batch_add_row(b, &row)))
 		return rc;
 	for (size_t c = 0; c < sc->n; c++) {
-		if (d->pkind[c] != PART_VALUE)
+		if (d->pkind[c] != PART_VALUE || !d->used[c])
 			continue;
 		if (sc->cols[c].type == SL_TYPE_STRING)
 			rc = sl_batch_set_str(b, row, c, d->pbuf + d->pcell[c].s.off,
@@ -745,7 +772,7 @@ static int record(struct sl_decoder *d, struct sl_batch *b, const char *line, si
 	} else if (d->pkind[d->text_col] == PART_NONE) {
 		if (sl_jscan_utf8_prefix(line, len) != len)
 			malformed(d, "invalid UTF-8");
-		else
+		else if (d->used[d->text_col])
 			rc = sl_batch_set_str(b, row, (size_t)d->text_col, line, len);
 	}
 	if (rc)
@@ -762,7 +789,8 @@ static int record(struct sl_decoder *d, struct sl_batch *b, const char *line, si
 				st->dropped++;
 			return 0;
 		}
-		if (d->corrupt >= 0 && (rc = set_corrupt(d, b, row, line, len)))
+		if (d->corrupt >= 0 && d->used[d->corrupt] &&
+		    (rc = set_corrupt(d, b, row, line, len)))
 			return rc;
 	}
 	if (st) {

@@ -105,6 +105,14 @@ void sl_decoder_free(struct sl_decoder *d);
  *
  * Text: the line is `value`.
  *
+ * Projection: a column the query does not use (sl_config_used_columns():
+ * an aggregating query reads only its watermark, dedup, window, group and
+ * aggregate columns) is never stored and stays null; b should be projected
+ * alike (sl_batch_project). An unused STRING column is not even decoded
+ * (the scanner skips it as it skips keys the schema does not name); an
+ * unused column of another type is still converted, so a record is
+ * malformed exactly when it would be without projection.
+ *
  * NOT NULL columns keep nulls; each is counted in st->null_counts. st is
  * added to (st may be NULL); err may be NULL.
  *

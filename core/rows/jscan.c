@@ -4,7 +4,9 @@
  * wanted top-level fields are recorded (strings decoded into one reusable
  * buffer), everything else is validated by an iterative skipper whose
  * nesting lives in a bit stack, so hostile depth costs 256 bytes, not stack
- * frames. Plain string bytes are checked eight at a time.
+ * frames. Plain string bytes are checked 8 at a time inline, then with
+ * SIMD (jscan_sse2.c, jscan_avx2.c: the best the CPU has, chosen when the
+ * scanner is made) or 8 at a time where there is none.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -13,6 +15,7 @@
 
 #include "err.h"
 #include "jscan.h"
+#include "jscan_simd.h"
 
 struct sl_jscan {
 	char **names;	  /* wanted names, copied */
@@ -27,8 +30,12 @@ struct sl_jscan {
 	const char *line; /* the line being scanned (for error offsets) */
 	const char *err;  /* why the last scan failed; static */
 	size_t err_off;	  /* where, in bytes from the line start */
+	sl_jscan_run_fn run;	  /* plain string bytes past the first 16 (isa's) */
+	enum sl_jscan_isa isa;	  /* which run */
 	uint8_t stack[SL_JSCAN_MAX_DEPTH / 8]; /* bit d: container at depth d is an object */
 };
+
+static void pick_isa(struct sl_jscan *s);
 
 static uint32_t hash(const char *k, size_t len)
 {
@@ -41,11 +48,15 @@ static uint32_t hash(const char *k, size_t len)
 int sl_jscan_new(const char *const *names, size_t n, struct sl_jscan **out)
 {
 	struct sl_jscan *s = calloc(1, sizeof(*s));
-	size_t nslots = 8;
+	/*
+	 * Sparse: most keys of a line are not wanted, and an empty slot is the
+	 * cheapest way to say so (a full one costs a compare).
+	 */
+	size_t nslots = 64;
 
 	if (!s)
 		return ENOMEM;
-	while (nslots < 2 * n)
+	while (nslots < 8 * n)
 		nslots *= 2;
 	s->names = calloc(n ? n : 1, sizeof(*s->names));
 	s->lens = calloc(n ? n : 1, sizeof(*s->lens));
@@ -54,6 +65,7 @@ int sl_jscan_new(const char *const *names, size_t n, struct sl_jscan **out)
 		goto fail;
 	s->n = n;
 	s->mask = nslots - 1;
+	pick_isa(s);
 	for (size_t i = 0; i < n; i++) {
 		s->lens[i] = strlen(names[i]);
 		s->names[i] = strdup(names[i]);
@@ -97,12 +109,35 @@ const char *sl_jscan_error(const struct sl_jscan *s, size_t *offset)
 	return s->err ? s->err : "no error";
 }
 
+/* a[0, len) == b[0, len), inline for the short lengths of keys */
+static inline bool same_bytes(const char *a, const char *b, size_t len)
+{
+	if (len >= 8 && len <= 16) {
+		/* two overlapping loads cover 8 to 16 bytes */
+		uint64_t a0, b0, a1, b1;
+		memcpy(&a0, a, 8);
+		memcpy(&b0, b, 8);
+		memcpy(&a1, a + len - 8, 8);
+		memcpy(&b1, b + len - 8, 8);
+		return a0 == b0 && a1 == b1;
+	}
+	if (len >= 4 && len < 8) {
+		uint32_t a0, b0, a1, b1;
+		memcpy(&a0, a, 4);
+		memcpy(&b0, b, 4);
+		memcpy(&a1, a + len - 4, 4);
+		memcpy(&b1, b + len - 4, 4);
+		return a0 == b0 && a1 == b1;
+	}
+	return !memcmp(a, b, len);
+}
+
 static long lookup(const struct sl_jscan *s, const char *k, size_t len)
 {
 	size_t j = hash(k, len) & s->mask;
 	while (s->slots[j]) {
 		size_t i = s->slots[j] - 1;
-		if (s->lens[i] == len && !memcmp(s->names[i], k, len))
+		if (s->lens[i] == len && same_bytes(s->names[i], k, len))
 			return (long)i;
 		j = (j + 1) & s->mask;
 	}
@@ -184,8 +219,8 @@ static inline int special(unsigned char c)
 	return c < 0x20 || c == '"' || c == '\\' || c >= 0x80;
 }
 
-/* Advances over plain ASCII string bytes. */
-static inline const char *plain_run(const char *p, const char *end)
+/* Advances over plain ASCII string bytes, 8 at a time: the scalar ISA. */
+static const char *run_scalar(const char *p, const char *end)
 {
 	for (;;) {
 		uint64_t x;
@@ -202,6 +237,86 @@ static inline const char *plain_run(const char *p, const char *end)
 		if (p == end)
 			return p;
 	}
+}
+
+/*
+ * Advances over plain ASCII string bytes. Most strings (keys, short values)
+ * end within 16 bytes: those are looked at inline, 8 at a time; a longer
+ * run goes to the ISA's code.
+ */
+static inline const char *plain_run(const struct sl_jscan *s, const char *p, const char *end)
+{
+#ifdef SL_JSCAN_SSE2_INLINE
+	/* SSE2 is x86-64's baseline: its 16-byte test is inline unless scalar is forced */
+	if (s->isa != SL_JSCAN_SCALAR) {
+		if (end - p < 16)
+			return run_scalar(p, end);
+		unsigned m = sl_jscan_special16(p);
+		return m ? p + __builtin_ctz(m) : s->run(p + 16, end);
+	}
+#endif
+	for (int k = 0; k < 2; k++) {
+		uint64_t x;
+		if (end - p < 8)
+			return run_scalar(p, end);
+		memcpy(&x, p, 8);
+		if (special8(x)) {
+			/* special8 may be a false positive: then the run goes on */
+			for (const char *stop = p + 8; p < stop; p++)
+				if (special((unsigned char)*p))
+					return p;
+		} else {
+			p += 8;
+		}
+	}
+	return s->run(p, end);
+}
+
+int sl_jscan_set_isa(struct sl_jscan *s, enum sl_jscan_isa isa)
+{
+	sl_jscan_run_fn run = run_scalar;
+
+	switch (isa) {
+	case SL_JSCAN_SCALAR:
+		break;
+#ifdef SL_JSCAN_X86
+	case SL_JSCAN_SSE2:
+		__builtin_cpu_init();
+		if (!__builtin_cpu_supports("sse2"))
+			return ENOTSUP;
+		run = sl_jscan_run_sse2;
+		break;
+	case SL_JSCAN_AVX2:
+		__builtin_cpu_init();
+		if (!__builtin_cpu_supports("avx2"))
+			return ENOTSUP;
+		run = sl_jscan_run_avx2;
+		break;
+#endif
+	default:
+		return ENOTSUP;
+	}
+	s->run = run;
+	s->isa = isa;
+	return 0;
+}
+
+enum sl_jscan_isa sl_jscan_get_isa(const struct sl_jscan *s)
+{
+	return s->isa;
+}
+
+/* The ISA SLUICE_JSCAN_ISA names when the CPU has it, else the best the CPU has. */
+static void pick_isa(struct sl_jscan *s)
+{
+	static const char *const names[] = {"scalar", "sse2", "avx2"};
+	const char *env = getenv("SLUICE_JSCAN_ISA");
+
+	for (int i = 0; env && i < 3; i++)
+		if (!strcmp(env, names[i]) && sl_jscan_set_isa(s, (enum sl_jscan_isa)i) == 0)
+			return;
+	if (sl_jscan_set_isa(s, SL_JSCAN_AVX2) && sl_jscan_set_isa(s, SL_JSCAN_SSE2))
+		sl_jscan_set_isa(s, SL_JSCAN_SCALAR);
 }
 
 static int hex4(const char *p, uint32_t *v)
@@ -298,24 +413,22 @@ static size_t put_utf8(char *d, uint32_t cp)
 }
 
 /*
- * The string whose body starts at p (after the opening quote). When dst is
- * not NULL the decoded bytes go there and *dlen gets their count (never more
- * than the raw length). *esc, when not NULL, tells whether it held escapes.
- * Returns the position after the closing quote.
+ * string()'s general case: the body starts at p, and its plain bytes run
+ * up to run (not '"'). Out of line, so that string() stays small.
  */
-static const char *string(struct sl_jscan *s, const char *p, const char *end, char *dst,
-			  size_t *dlen, int *esc)
+static __attribute__((noinline)) const char *string_rest(struct sl_jscan *s, const char *p,
+							 const char *run, const char *end,
+							 char *dst, size_t *dlen, int *esc)
 {
 	char *d = dst;
 	uint32_t cp;
 
+	if (d) {
+		memcpy(d, p, (size_t)(run - p));
+		d += run - p;
+	}
+	p = run;
 	for (;;) {
-		const char *run = p;
-		p = plain_run(p, end);
-		if (d) {
-			memcpy(d, run, (size_t)(p - run));
-			d += p - run;
-		}
 		if (p == end)
 			return fail(s, p, "unterminated string");
 		unsigned char c = (unsigned char)*p;
@@ -332,19 +445,47 @@ static const char *string(struct sl_jscan *s, const char *p, const char *end, ch
 				return NULL;
 			if (d)
 				d += put_utf8(d, cp);
-			continue;
-		}
-		if (c < 0x20)
+		} else if (c < 0x20) {
 			return fail(s, p, "control character in a string");
-		size_t n = utf8_seq((const unsigned char *)p, (const unsigned char *)end);
-		if (!n)
-			return fail(s, p, "invalid UTF-8 in a string");
-		if (d) {
-			memcpy(d, p, n);
-			d += n;
+		} else {
+			size_t n = utf8_seq((const unsigned char *)p, (const unsigned char *)end);
+			if (!n)
+				return fail(s, p, "invalid UTF-8 in a string");
+			if (d) {
+				memcpy(d, p, n);
+				d += n;
+			}
+			p += n;
 		}
-		p += n;
+		run = p;
+		p = plain_run(s, p, end);
+		if (d) {
+			memcpy(d, run, (size_t)(p - run));
+			d += p - run;
+		}
 	}
+}
+
+/*
+ * The string whose body starts at p (after the opening quote). When dst is
+ * not NULL the decoded bytes go there and *dlen gets their count (never more
+ * than the raw length). *esc, when not NULL, tells whether it held escapes.
+ * Returns the position after the closing quote. Inline for the common case,
+ * plain ASCII up to the quote (most keys and values).
+ */
+static inline const char *string(struct sl_jscan *s, const char *p, const char *end, char *dst,
+				 size_t *dlen, int *esc)
+{
+	const char *q = plain_run(s, p, end);
+
+	if (__builtin_expect(q < end && *q == '"', 1)) {
+		if (dst) {
+			memcpy(dst, p, (size_t)(q - p));
+			*dlen = (size_t)(q - p);
+		}
+		return q + 1;
+	}
+	return string_rest(s, p, q, end, dst, dlen, esc);
 }
 
 static const char *number(struct sl_jscan *s, const char *p, const char *end, bool *is_int)
@@ -491,13 +632,21 @@ static const char *take(struct sl_jscan *s, const char *p, const char *end, stru
 	if (p == end)
 		return fail(s, p, "unexpected end of line");
 	switch (*p) {
-	case '"':
+	case '"': {
+		/* without escapes the decoded text is the raw one: no copy */
+		int esc = 0;
 		f->kind = SL_JSTRING;
-		f->str = s->buf + s->blen;
-		q = string(s, p + 1, end, s->buf + s->blen, &f->str_len, NULL);
-		if (q)
+		q = string(s, p + 1, end, NULL, NULL, &esc);
+		if (q && !esc) {
+			f->str = p + 1;
+			f->str_len = (size_t)(q - 1 - (p + 1));
+		} else if (q) {
+			f->str = s->buf + s->blen;
+			string(s, p + 1, end, s->buf + s->blen, &f->str_len, NULL);
 			s->blen += f->str_len;
+		}
 		break;
+	}
 	case '{':
 	case '[':
 		f->kind = *p == '{' ? SL_JOBJECT : SL_JARRAY;
@@ -564,7 +713,7 @@ int sl_jscan_line(struct sl_jscan *s, const char *line, size_t len, struct sl_jf
 		int esc = 0;
 		const char *k = p + 1, *q;
 		long idx;
-		size_t klen;
+		size_t klen = 0;
 
 		if (p == end || *p != '"') {
 			fail(s, p, "expected a string key");

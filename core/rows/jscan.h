@@ -35,7 +35,8 @@ struct sl_jfield {
 	bool is_int;	 /* SL_JNUMBER: matches -?(0|[1-9][0-9]*) */
 	const char *raw; /* the value's text in the line: borrowed from the line */
 	size_t raw_len;	 /* bytes */
-	const char *str; /* SL_JSTRING: decoded text, borrowed until the next scan or free */
+	const char *str; /* SL_JSTRING: decoded text, borrowed from the line (no escapes) or
+			    the scanner (until the next scan or free) */
 	size_t str_len;	 /* bytes */
 };
 
@@ -47,6 +48,25 @@ struct sl_jfield {
  */
 int sl_jscan_new(const char *const *names, size_t n, struct sl_jscan **out);
 void sl_jscan_free(struct sl_jscan *s);
+
+/*
+ * How plain string bytes are scanned: all give the same results; the
+ * scalar code looks at 8 bytes at a time, SSE2 at 16, AVX2 at 32.
+ */
+enum sl_jscan_isa {
+	SL_JSCAN_SCALAR,
+	SL_JSCAN_SSE2,
+	SL_JSCAN_AVX2,
+};
+
+/*
+ * sl_jscan_new() picks the ISA named by the environment variable
+ * SLUICE_JSCAN_ISA (scalar, sse2 or avx2) when the CPU has it, otherwise
+ * the best the CPU has. sl_jscan_set_isa() forces one (tests): 0, or
+ * ENOTSUP when this CPU or build lacks it (s unchanged).
+ */
+int sl_jscan_set_isa(struct sl_jscan *s, enum sl_jscan_isa isa);
+enum sl_jscan_isa sl_jscan_get_isa(const struct sl_jscan *s);
 
 /*
  * Scans one line (len bytes, no NUL needed; JSON whitespace allowed around

@@ -46,6 +46,7 @@ struct half {
 	/* the job */
 	const char *path, *data;
 	size_t len;
+	bool mapped; /* data is a file mapping: decoded pieces leave the process */
 	int rc;
 };
 

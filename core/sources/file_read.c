@@ -34,10 +34,67 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
+/* Line ends in data[0, end): a FAILFAST line found past end is numbered after them. */
+static uint64_t lines_before(const char *data, size_t end)
+{
+	uint64_t n = 0;
+	for (const char *c = data; (c = memchr(c, '\n', (size_t)(data + end - c))); c++)
+		n++;
+	return n;
+}
+
+#define PIECE (8u << 20) /* bytes of a mapped file decoded before their pages are dropped */
+
+/*
+ * sl_decode_file() over data, as one call would do it; when the data is a
+ * file mapping, piece by piece (cut at line ends), each piece's pages given
+ * back once decoded: the strings a batch keeps are copies, so a big input
+ * never has to be resident whole (peak RSS: a piece per thread, not the
+ * file). Only for data that may be cut (cuttable()).
+ */
+static int decode_pieces(struct sl_decoder *dec, const char *path, const char *data, size_t len,
+			 bool mapped, struct sl_batch *b, struct sl_decode_stats *st,
+			 struct sl_decode_error *derr)
+{
+	size_t pos = 0, piece = SL_FAULT_SIZE("decode.piece", PIECE);
+	size_t nrows = b->nrows, arena = b->arena_len;
+	int rc;
+
+	if (!mapped || len <= piece)
+		return sl_decode_file(dec, path, data, len, b, st, derr);
+	while (pos < len) {
+		size_t cut = len;
+		if (len - pos > piece) {
+			/* not before "\xEF": a piece's start could be taken for a BOM */
+			const char *nl = memchr(data + pos + piece, '\n', len - pos - piece);
+			while (nl && nl + 1 < data + len && (unsigned char)nl[1] == 0xEF)
+				nl = memchr(nl + 1, '\n', (size_t)(data + len - nl - 1));
+			if (nl && nl + 1 < data + len)
+				cut = (size_t)(nl + 1 - data);
+		}
+		rc = sl_decode_file(dec, path, data + pos, cut - pos, b, st, derr);
+		if (rc == SL_EMALFORMED && derr)
+			derr->line += lines_before(data, pos);
+		if (rc) {
+			/* as sl_decode_file(): b as it was on entry */
+			b->nrows = nrows;
+			b->arena_len = arena;
+			return rc;
+		}
+		/* whole pages of what was decoded (data is page-aligned: a mapping) */
+		uintptr_t from = ((uintptr_t)data + pos + 4095) & ~(uintptr_t)4095;
+		uintptr_t to = ((uintptr_t)data + cut) & ~(uintptr_t)4095;
+		if (to > from)
+			madvise((void *)from, to - from, MADV_DONTNEED);
+		pos = cut;
+	}
+	return 0;
+}
+
 static void *decode_half(void *arg)
 {
 	struct half *h = arg;
-	h->rc = sl_decode_file(h->dec, h->path, h->data, h->len, &h->b, &h->st, &h->err);
+	h->rc = decode_pieces(h->dec, h->path, h->data, h->len, h->mapped, &h->b, &h->st, &h->err);
 	return NULL;
 }
 
@@ -51,10 +108,16 @@ static int half_prepare(struct sl_source *p, const char *path)
 	if (!h->ready) {
 		if ((rc = sl_decoder_new(q, &h->dec)))
 			return rc;
-		if ((rc = sl_batch_init(&h->b, &q->source.schema))) {
+		uint8_t *used = malloc(q->source.schema.n + 1);
+		if (!used || (rc = sl_batch_init(&h->b, &q->source.schema))) {
+			free(used);
 			sl_decoder_free(h->dec);
-			return rc;
+			return used ? rc : ENOMEM;
 		}
+		/* projected as the engine's batch is, for sl_batch_append() */
+		sl_config_used_columns(q, used);
+		sl_batch_project(&h->b, used);
+		free(used);
 		if ((rc = sl_decode_stats_init(&h->st, q->source.schema.n))) {
 			sl_batch_release(&h->b);
 			sl_decoder_free(h->dec);
@@ -66,17 +129,9 @@ static int half_prepare(struct sl_source *p, const char *path)
 	sl_decode_stats_reset(&h->st);
 	memset(&h->err, 0, sizeof(h->err));
 	h->path = path;
+	h->mapped = false;
 	h->rc = 0;
 	return 0;
-}
-
-/* Line ends in data[0, end): a FAILFAST line found past end is numbered after them. */
-static uint64_t lines_before(const char *data, size_t end)
-{
-	uint64_t n = 0;
-	for (const char *c = data; (c = memchr(c, '\n', (size_t)(data + end - c))); c++)
-		n++;
-	return n;
 }
 
 /*
@@ -128,16 +183,19 @@ static int decode_split(struct sl_source *p, struct sl_decoder *dec, const char 
 	int rc;
 
 	/* a cut before "\xEF" could be taken for a BOM, which only starts a file */
-	if (!nl || cut >= len || (unsigned char)data[cut] == 0xEF || !cuttable(p->q))
+	if (!cuttable(p->q))
 		return sl_decode_file(dec, path, data, len, b, st, derr);
+	if (!nl || cut >= len || (unsigned char)data[cut] == 0xEF)
+		return decode_pieces(dec, path, data, len, mapped, b, st, derr);
 	if ((rc = half_prepare(p, path)))
 		return rc;
 	h->data = data + cut;
 	h->len = len - cut;
+	h->mapped = mapped;
 	pthread_t th;
 	if (pthread_create(&th, NULL, decode_half, h))
-		return sl_decode_file(dec, path, data, len, b, st, derr);
-	rc = sl_decode_file(dec, path, data, cut, b, st, derr);
+		return decode_pieces(dec, path, data, len, mapped, b, st, derr);
+	rc = decode_pieces(dec, path, data, cut, mapped, b, st, derr);
 	pthread_join(th, NULL);
 	/*
 	 * Decoded strings are copies: the file's pages can leave this process

@@ -3,7 +3,9 @@
  * Fuzz target: core/jscan.c differential against jansson (DESIGN §3). The
  * input is one line; the scanner and json_loadb(JSON_DECODE_ANY |
  * JSON_ALLOW_NUL) + json_is_object() must agree on accept/reject and on the
- * kind and value of every wanted field. abort() on a mismatch.
+ * kind and value of every wanted field. abort() on a mismatch. Every input
+ * goes through one scanner per string-scanning ISA this CPU has (scalar,
+ * SSE2, AVX2; sl_jscan_set_isa), each compared with jansson.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -38,7 +40,7 @@
 static const char *const wanted[] = {"a", "b", "s", "\xc3\xa9t\xc3\xa9", ""};
 #define NWANTED 5
 
-static struct sl_jscan *scanner;
+static struct sl_jscan *scanners[SL_JSCAN_AVX2 + 1]; /* NULL: the CPU lacks that ISA */
 
 static void dump(const char *why, const char *line, size_t len)
 {
@@ -141,7 +143,7 @@ static bool same_field(const struct sl_jfield *x, json_t *v)
  * that an earlier round did, so the scanner, which accepted the line, must
  * still accept it.
  */
-static bool compare_once(char *line, size_t len, bool patched)
+static bool compare_once(struct sl_jscan *scanner, char *line, size_t len, bool patched)
 {
 	struct sl_jfield f[NWANTED];
 	json_error_t jerr;
@@ -210,11 +212,11 @@ static bool compare_once(char *line, size_t len, bool patched)
 	return false;
 }
 
-/* Compares the scanner with jansson on line (a private copy: it may be patched). */
-static void compare(char *line, size_t len)
+/* Compares a scanner with jansson on line (a private copy: it may be patched). */
+static void compare(struct sl_jscan *scanner, char *line, size_t len)
 {
 	/* each round patches at least one byte away for good: len rounds at most */
-	for (size_t round = 0; compare_once(line, len, round > 0); round++)
+	for (size_t round = 0; compare_once(scanner, line, len, round > 0); round++)
 		if (round > len) {
 			dump("patching does not converge", line, len);
 			abort();
@@ -225,16 +227,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char *line;
+	static bool ready;
 
-	if (!scanner && sl_jscan_new(wanted, NWANTED, &scanner))
-		abort();
-	/* an exact-size copy, so that ASan sees any read past the line */
-	line = malloc(size ? size : 1);
-	if (!line)
-		abort();
-	memcpy(line, data, size);
-	compare(line, size);
-	free(line);
+	if (!ready) {
+		for (int isa = SL_JSCAN_SCALAR; isa <= SL_JSCAN_AVX2; isa++) {
+			if (sl_jscan_new(wanted, NWANTED, &scanners[isa]))
+				abort();
+			if (sl_jscan_set_isa(scanners[isa], (enum sl_jscan_isa)isa)) {
+				sl_jscan_free(scanners[isa]);
+				scanners[isa] = NULL;
+			}
+		}
+		ready = true;
+	}
+	for (int isa = SL_JSCAN_SCALAR; isa <= SL_JSCAN_AVX2; isa++) {
+		if (!scanners[isa])
+			continue;
+		/* an exact-size copy, so that ASan sees any read past the line */
+		char *line = malloc(size ? size : 1);
+		if (!line)
+			abort();
+		memcpy(line, data, size);
+		compare(scanners[isa], line, size);
+		free(line);
+	}
 	return 0;
 }

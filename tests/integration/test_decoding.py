@@ -675,6 +675,97 @@ def test_big_file_rows_in_order_and_counted(mounts, tmp_path):
     assert st["numInputRows"] == n and st["numMalformedRows"] == 3
 
 
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+def test_aggregation_reads_only_its_columns(mounts, tmp_path, mode):
+    """An aggregating query over a wide schema (a big file: both decoding
+    threads, their batches joined) keeps only the columns it reads; the
+    unused ones change nothing: a STRING holding anything is skipped, a
+    BIGINT holding a string still makes its line malformed, and the groups
+    are those of the whole rows."""
+    n = 200000
+    pad = "x" * 60
+    lines, groups, malformed = [], {}, 0
+    for i in range(n):
+        g = "g%d" % (i % 7)
+        extra = '"u\\u00e9%d \\ud83d\\ude00"' % i if i % 3 else '{"deep":[%d,{"k":"%s"}]}' % (i, pad)
+        bad = i % 10007 == 5
+        other = '"oops"' if bad else str(i)
+        lines.append('{"pad":"%s","extra":%s,"g":"%s","other":%s,"v":%d}' % (pad, extra, g, other, i))
+        malformed += bad
+        if bad and mode == "DROPMALFORMED":
+            continue
+        n0, s0 = groups.get(g, (0, 0))
+        groups[g] = (n0 + 1, s0 + i)
+    data = str(tmp_path / "data")
+    os.makedirs(data)
+    schema = "pad STRING, extra STRING, g STRING, other BIGINT, v BIGINT, _corrupt_record STRING"
+    with open(os.path.join(data, "sluice.json"), "w") as f:
+        json.dump({"queries": {"dev": {"source": json_source(schema, mode=mode),
+                                       "groupBy": {"columns": ["g"]},
+                                       "aggregate": {"n": "count(*)", "s": "sum(v)"},
+                                       "outputMode": "complete"}}}, f)
+    land(data, put(tmp_path, "wide.json", "\n".join(lines) + "\n"))
+    assert os.path.getsize(str(tmp_path / "src" / "wide.json")) > 16 << 20
+    p = run(data)
+    assert p.stdout == "dev: 1 batches, %d rows, %d malformed\n" % (n, malformed), p.stdout
+    got = {r["g"]: (r["n"], r["s"]) for r in json_rows(mounts.new(data=data))}
+    assert got == groups
+
+
+# a test build's knob: a mapped input is decoded (and its pages dropped)
+# 4 KiB at a time instead of 8 MiB, so that the pieces have thousands of cuts
+PLAIN_PIECES = {"SLUICE_FAULT_SIZE": "decode.piece:4096"}
+
+
+def test_big_file_in_pieces_rows_in_order_and_counted(mounts, tmp_path):
+    """A big plain file is decoded a piece at a time per thread, each piece's
+    pages given back: the rows, their order and the counts are the whole
+    file's, however small the pieces."""
+    if not util.faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    n = 200000
+    bad = {1, 3, 40000, n // 2 + 7, n - 1, n}
+    data = str(tmp_path / "data")
+    write_config(data, {"dev": (json_source("id BIGINT, pad STRING, _corrupt_record STRING"),
+                                None)})
+    land(data, put(tmp_path, "big.json", big_json(n, bad=bad)))
+    p = run_env(data, PLAIN_PIECES)
+    assert p.stdout == "dev: 1 batches, %d rows, %d malformed\n" % (n, len(bad)), p.stdout
+    check_big_json_out(mounts.new(data=data), n, bad)
+
+
+@pytest.mark.parametrize("line", [3, 100000, 199990])
+def test_big_file_in_pieces_failfast_names_the_line(tmp_path, line):
+    """FAILFAST names the line in the whole file wherever the piece it is in."""
+    if not util.faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    n = 200000
+    data = str(tmp_path / "data")
+    write_config(data, {"dev": (json_source("id BIGINT, pad STRING", mode="FAILFAST"), None)})
+    land(data, put(tmp_path, "big.json", big_json(n, bad={line})))
+    p = run_env(data, PLAIN_PIECES, expect=1)
+    assert "'in/dev/big.json' line %d:" % line in p.stderr, p.stderr
+
+
+def test_big_file_pieces_never_start_at_a_bom(tmp_path):
+    """A line that starts with a byte-order mark in the middle of a file is
+    malformed, however the file is cut into pieces."""
+    if not util.faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    n = 200000
+    lines = ['{"id": %d, "pad": "%s"}' % (i, "x" * 70) for i in range(1, n + 1)]
+    boms = set(range(5, n + 1, 7))
+    for i in boms:
+        lines[i - 1] = "\ufeff" + lines[i - 1]
+    for k, env in enumerate(({}, PLAIN_PIECES)):
+        data = str(tmp_path / ("data%d" % k))
+        write_config(data, {"dev": (json_source("id BIGINT, pad STRING", mode="DROPMALFORMED"),
+                                    None)})
+        land(data, put(tmp_path, "big%d.json" % k, "\n".join(lines) + "\n"))
+        p = run_env(data, env)
+        assert p.stdout == "dev: 1 batches, %d rows, %d malformed\n" % (n, len(boms)), p.stdout
+
+
 @pytest.mark.parametrize("sink_format", ["json", "csv"])
 def test_big_output_streamed_in_slices(mounts, tmp_path, sink_format):
     """An output of 100,000 rows is formatted and written 32,768 rows at a

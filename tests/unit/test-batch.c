@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of core/batch.c: rows start null, strings survive growth, clear reuses. */
+/*
+ * Unit tests of core/batch.c: rows start null, strings survive growth, clear
+ * reuses; projected-out columns read null through growth, append, keep, trim.
+ */
 #include "batch.h"
 #include "check.h"
 
@@ -39,8 +42,52 @@ static void test_rows_strings_and_reuse(void)
 	sl_batch_release(&b);
 }
 
+static void test_projected_columns(void)
+{
+	struct sl_column cols[4] = {{.name = (char *)"a", .type = SL_TYPE_STRING},
+				    {.name = (char *)"b", .type = SL_TYPE_STRING},
+				    {.name = (char *)"n", .type = SL_TYPE_BIGINT},
+				    {.name = (char *)"m", .type = SL_TYPE_BIGINT}};
+	struct sl_schema schema = {.cols = cols, .n = 4};
+	const uint8_t used[4] = {1, 0, 1, 0};
+	struct sl_batch b, h;
+	size_t row, len;
+	uint8_t keep[3000];
+
+	CHECK_OK(sl_batch_init(&b, &schema));
+	CHECK_OK(sl_batch_init(&h, &schema));
+	sl_batch_project(&b, used);
+	sl_batch_project(&h, used);
+	for (int i = 0; i < 3000; i++) {
+		struct sl_batch *t = i < 2000 ? &b : &h;
+		CHECK_OK(sl_batch_add_row(t, &row));
+		CHECK_OK(sl_batch_set_str(t, row, 0, "xy", 1 + (size_t)(i % 2)));
+		sl_batch_set_int(t, row, 2, i);
+	}
+	CHECK(b.cols[1].dead && b.cols[3].dead && !b.cols[0].dead);
+	CHECK_OK(sl_batch_append(&b, &h));
+	CHECK(b.nrows == 3000);
+	for (size_t r = 0; r < 3000; r++) {
+		CHECK(sl_batch_is_null(&b, r, 1) && sl_batch_is_null(&b, r, 3));
+		CHECK(!sl_batch_is_null(&b, r, 0) && b.cols[2].cells[r].i == (int64_t)r);
+		keep[r] = r % 3 == 0;
+	}
+	sl_batch_keep(&b, keep);
+	CHECK(b.nrows == 1000 && b.cols[2].cells[999].i == 2997);
+	const char *s = sl_batch_str(&b, 999, 0, &len);
+	CHECK(len == 2 && !memcmp(s, "xy", 2));
+	CHECK(sl_batch_is_null(&b, 999, 1) && sl_batch_is_null(&b, 999, 3));
+	sl_batch_trim(&b, 10);
+	CHECK(b.cap == 0 && b.cols[1].dead);
+	CHECK_OK(sl_batch_add_row(&b, &row));
+	CHECK(sl_batch_is_null(&b, row, 1) && sl_batch_is_null(&b, row, 0));
+	sl_batch_release(&h);
+	sl_batch_release(&b);
+}
+
 int main(void)
 {
 	test(test_rows_strings_and_reuse);
+	test(test_projected_columns);
 	return test_exit();
 }

@@ -7,7 +7,10 @@
  *   NAME.opts      lines `key value`: format json|csv|text, mode
  *                  PERMISSIVE|DROPMALFORMED|FAILFAST, header true|false,
  *                  sep C (one byte; `tab` for a tab), path P (the
- *                  in/-relative path, default `q/x`); all optional
+ *                  in/-relative path, default `q/x`), uses A,B,... (the
+ *                  query is a count(*) grouped by these columns, so it
+ *                  reads only them: the others are projected out of the
+ *                  decoder and the batch, and print NULL); all optional
  *   NAME.expected  one `row: ` line per row, cells joined by ` | `: NULL,
  *                  strings JSON-quoted, integers, doubles %.17g, booleans
  *                  true/false, TIMESTAMP as ISO with microseconds, DATE as
@@ -142,6 +145,11 @@ static int run_case(const char *name)
 	struct sl_decode_stats st;
 	struct sl_decode_error err = {0};
 	struct out o = {0};
+	char count_name[] = "n";
+	struct sl_aggregate count = {
+		.name = count_name, .fn = SL_AGG_COUNT_STAR, .type = SL_TYPE_BIGINT};
+	size_t group[16];
+	char uses[1024] = "";
 	int rc, ok = -1;
 
 	memset(&q, 0, sizeof(q));
@@ -182,10 +190,29 @@ static int run_case(const char *name)
 			q.source.sep = !strcmp(val, "tab") ? '\t' : val[0];
 		else if (!strcmp(key, "path"))
 			snprintf(file_path, sizeof(file_path), "%s", val);
+		else if (!strcmp(key, "uses"))
+			snprintf(uses, sizeof(uses), "%s", val);
+	}
+	for (char *u = uses[0] ? strtok(uses, ",") : NULL; u; u = strtok(NULL, ",")) {
+		for (size_t c = 0; c < q.source.schema.n && q.ngroup < 16; c++)
+			if (!strcmp(q.source.schema.cols[c].name, u))
+				group[q.ngroup++] = c;
+		q.has_groupby = true;
+		q.group = group;
+		q.aggs = &count;
+		q.naggs = 1;
 	}
 	if (sl_decoder_new(&q, &d) || sl_batch_init(&b, &q.source.schema) ||
 	    sl_decode_stats_init(&st, q.source.schema.n))
 		abort();
+	if (q.naggs) {
+		/* as the engine does for a file source */
+		uint8_t used[64];
+		if (q.source.schema.n > sizeof(used))
+			abort();
+		sl_config_used_columns(&q, used);
+		sl_batch_project(&b, used);
+	}
 	rc = sl_decode_file(d, file_path, input, inlen, &b, &st, &err);
 	for (size_t r = 0; r < b.nrows; r++)
 		fmt_row(&o, &b, r);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of core/jscan.c: a differential test against jansson over
- * generated and mutated JSON lines (fixed seed), crafted edge cases, and a
- * throughput print (sl_decode_file against jansson line by line; printed,
- * never asserted).
+ * generated and mutated JSON lines (fixed seed), crafted edge cases and
+ * strings with every special byte at every offset around the SIMD widths,
+ * each run once per string-scanning ISA this CPU has (scalar, SSE2, AVX2,
+ * forced with sl_jscan_set_isa), and a throughput print (sl_decode_file
+ * against jansson line by line; printed, never asserted).
  *
  * The reference is json_loadb(JSON_DECODE_ANY | JSON_ALLOW_NUL) followed by
  * json_is_object(): DESIGN §3 runs jansson with JSON_ALLOW_NUL so that
@@ -95,6 +97,9 @@ static void gen_string(struct buf *b, int key)
 	    "\\t",
 	    "\\b\\f\\r",
 	    "\xc3\xa9t\xc3\xa9",
+	    "0123456789abcdefghijklmnopqrstuvwxyz",
+	    "the quick brown fox",
+	    "\x7f",
 	};
 	puts_(b, "\"");
 	if (key && pick(3)) {
@@ -105,7 +110,8 @@ static void gen_string(struct buf *b, int key)
 		else
 			puts_(b, w == NWANTED ? "other" : "c");
 	} else {
-		for (unsigned n = pick(6); n; n--)
+		/* a quarter long enough for the SIMD paths (16 and 32 bytes at a time) */
+		for (unsigned n = pick(4) ? pick(6) : pick(24); n; n--)
 			puts_(b, pieces[pick(sizeof(pieces) / sizeof(pieces[0]))]);
 	}
 	puts_(b, "\"");
@@ -346,26 +352,84 @@ static int compare(struct sl_jscan *s, const char *line, size_t len, struct tall
 	return ok;
 }
 
+static const char *const isa_names[] = {"scalar", "sse2", "avx2"};
+
+/* Forces s to isa; false (s freed) when this CPU lacks it. */
+static bool force_isa(struct sl_jscan *s, enum sl_jscan_isa isa)
+{
+	if (sl_jscan_set_isa(s, isa) == 0 && sl_jscan_get_isa(s) == isa)
+		return true;
+	printf("%s: not on this CPU, skipped\n", isa_names[isa]);
+	sl_jscan_free(s);
+	return false;
+}
+
 static void test_differential(void)
 {
-	struct sl_jscan *s;
-	struct buf b = {0};
-	struct tally t = {0};
+	for (int isa = SL_JSCAN_SCALAR; isa <= SL_JSCAN_AVX2; isa++) {
+		struct sl_jscan *s;
+		struct buf b = {0};
+		struct tally t = {0};
 
-	CHECK_OK(sl_jscan_new(wanted, NWANTED, &s));
-	for (int i = 0; i < 20000; i++) {
-		gen_line(&b);
-		if (i % 2)
-			mutate(&b);
-		compare(s, b.s, b.len, &t);
+		CHECK_OK(sl_jscan_new(wanted, NWANTED, &s));
+		if (!force_isa(s, (enum sl_jscan_isa)isa))
+			continue;
+		rng = 0x9E3779B97F4A7C15ull; /* the same lines for every ISA */
+		for (int i = 0; i < 20000; i++) {
+			gen_line(&b);
+			if (i % 2)
+				mutate(&b);
+			compare(s, b.s, b.len, &t);
+		}
+		printf("differential %s: %d lines, %d objects, %d refused by both; allowed "
+		       "divergences: %d numeric overflow, %d depth, %d NUL in key\n",
+		       isa_names[isa], t.lines, t.accepted, t.rejected, t.overflow, t.depth,
+		       t.nulkey);
+		CHECK(t.failures == 0);
+		CHECK(t.accepted > 5000 && t.rejected > 5000);
+		free(b.s);
+		sl_jscan_free(s);
 	}
-	printf("differential: %d lines, %d objects, %d refused by both; allowed divergences: "
-	       "%d numeric overflow, %d depth, %d NUL in key\n",
-	       t.lines, t.accepted, t.rejected, t.overflow, t.depth, t.nulkey);
-	CHECK(t.failures == 0);
-	CHECK(t.accepted > 5000 && t.rejected > 5000);
-	free(b.s);
-	sl_jscan_free(s);
+}
+
+/*
+ * A wanted and an unwanted string of n plain bytes with one special byte
+ * sequence at offset k, for every k < n <= 80: each vector width's edges.
+ */
+static void test_string_offsets(void)
+{
+	static const char *const specials[] = {"\"", "\\\"", "\\n",     "\x01",
+					       "\x1f",  "\xc3\xa9",  "\xe2\x82", "\x80",
+					       "\xff",  "\\u00e9", "\\ud83d", "\x7f"};
+	for (int isa = SL_JSCAN_SCALAR; isa <= SL_JSCAN_AVX2; isa++) {
+		struct sl_jscan *s;
+		struct tally t = {0};
+
+		CHECK_OK(sl_jscan_new(wanted, NWANTED, &s));
+		if (!force_isa(s, (enum sl_jscan_isa)isa))
+			continue;
+		for (size_t sp = 0; sp < sizeof(specials) / sizeof(specials[0]); sp++)
+			for (size_t n = 1; n <= 80; n++)
+				for (size_t k = 0; k < n; k++)
+					for (int w = 0; w < 2; w++) {
+						struct buf b = {0};
+						puts_(&b, w ? "{\"a\":\"" : "{\"z\":\"");
+						for (size_t i = 0; i < n; i++) {
+							if (i == k)
+								puts_(&b, specials[sp]);
+							else
+								put(&b, &"abcdefghij"[i % 10], 1);
+						}
+						puts_(&b, "\",\"b\":1}");
+						compare(s, b.s, b.len, &t);
+						free(b.s);
+					}
+		printf("offsets %s: %d lines, %d objects, %d refused by both\n", isa_names[isa],
+		       t.lines, t.accepted, t.rejected);
+		CHECK(t.failures == 0);
+		CHECK(t.accepted > 0 && t.rejected > 0);
+		sl_jscan_free(s);
+	}
 }
 
 static void test_crafted(void)
@@ -442,11 +506,15 @@ static void test_crafted(void)
 	    L("\t{\"a\" : [ 1 , { } ] , \"s\" : { \"k\" : \" v \" } }\r"),
 	    L("{\"s\":1,\"s\":{\"x\":[true,false,null]}}"),
 	};
-	struct sl_jscan *s;
-	struct tally t = {0};
 	size_t lens[] = {2048, 2049, 100000};
 
+	for (int isa = SL_JSCAN_SCALAR; isa <= SL_JSCAN_AVX2; isa++) {
+	struct sl_jscan *s;
+	struct tally t = {0};
+
 	CHECK_OK(sl_jscan_new(wanted, NWANTED, &s));
+	if (!force_isa(s, (enum sl_jscan_isa)isa))
+		continue;
 	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
 		compare(s, lines[i].s, lines[i].len, &t);
 	/* nesting at, just past and far past the limit, through an unwanted and a wanted field */
@@ -462,10 +530,11 @@ static void test_crafted(void)
 			compare(s, b.s, b.len, &t);
 			free(b.s);
 		}
-	printf("crafted: %d lines, %d objects, %d refused by both, %d depth\n", t.lines, t.accepted,
-	       t.rejected, t.depth);
+	printf("crafted %s: %d lines, %d objects, %d refused by both, %d depth\n", isa_names[isa],
+	       t.lines, t.accepted, t.rejected, t.depth);
 	CHECK(t.failures == 0);
 	sl_jscan_free(s);
+	}
 }
 
 static double now(void)
@@ -562,6 +631,7 @@ int main(void)
 {
 	test(test_crafted);
 	test(test_differential);
+	test(test_string_offsets);
 	test(test_throughput);
 	return test_exit();
 }
