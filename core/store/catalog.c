@@ -297,10 +297,20 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 	 * MDB_NOTLS: FUSE callbacks hop threads. Never MDB_WRITEMAP: a full
 	 * disk would turn into SIGBUS instead of an error.
 	 */
-	rc = mdb_env_open(cat->env, dir,
-			  MDB_NOTLS | (cat->rdonly ? MDB_RDONLY : 0) |
-			      (flags & SL_CATALOG_RANDOM ? MDB_NORDAHEAD : 0),
-			  0600);
+	unsigned env_flags = MDB_NOTLS | (cat->rdonly ? MDB_RDONLY : 0) |
+			     (flags & SL_CATALOG_RANDOM ? MDB_NORDAHEAD : 0);
+#if SL_FAULTS
+	/*
+	 * SLUICE_FAULT_SYNC=nosync|nometasync: a broken durability, for
+	 * tests/integration/test_powerloss.py to show that it catches one.
+	 */
+	const char *unsafe = getenv("SLUICE_FAULT_SYNC");
+	if (unsafe && !strcmp(unsafe, "nosync"))
+		env_flags |= MDB_NOSYNC;
+	else if (unsafe && !strcmp(unsafe, "nometasync"))
+		env_flags |= MDB_NOMETASYNC;
+#endif
+	rc = mdb_env_open(cat->env, dir, env_flags, 0600);
 	if (rc) {
 		rc = map_rc(rc);
 		goto env_close;
