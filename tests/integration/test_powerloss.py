@@ -22,9 +22,9 @@ import pytest
 
 import util
 
-PRODUCERS = 4
+# SLUICE_POWERLOSS_CUTS=N (cut points per run) and _PRODUCERS=N for a longer search
+PRODUCERS = int(os.environ.get("SLUICE_POWERLOSS_PRODUCERS", "4"))
 FILES = 24  # per producer
-# cut points per test run; SLUICE_POWERLOSS_CUTS=N for a longer search
 CUTS = int(os.environ.get("SLUICE_POWERLOSS_CUTS", "30"))
 
 
@@ -289,3 +289,77 @@ def test_powerloss_catches_a_broken_sync(mounts, tmp_path, mode):
     print("SLUICE_FAULT_SYNC=%s: %d durable ops in a full run; cuts losing acknowledged files "
           "(op, acknowledged, lost, check failed): %r" % (mode, total, caught))
     assert caught, "no cut lost an acknowledged file under SLUICE_FAULT_SYNC=%s" % mode
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.allow_stderr(r"catalog flush failed")
+def test_failed_flush_fails_the_unacknowledged_and_stops_landing(mounts):
+    """A failed catalog flush: what it would have made durable is refused
+    (EIO), landing stays stopped until a remount, and the remount shows each
+    refused file absent or complete."""
+    if not util.faults_compiled():
+        pytest.skip("needs a build with -Dfaults=true")
+    env = dict(os.environ, SLUICE_FAULT_ERR="catalog.sync:1:EIO")
+    m = mounts.new(env=env)
+    failed = []
+    for i in range(4):
+        name = "f%d.json" % i
+        try:
+            util.write_file(m.inp(name), content(9, i))
+        except OSError as e:
+            assert e.errno == errno.EIO, e
+            failed.append(name)
+    # the first flush failed, and nothing lands after it
+    assert failed == ["f%d.json" % i for i in range(4)], failed
+    assert m.landing()["filesLanded"] == 0
+    m.unmount()
+
+    m.env = None  # the remount without the fault
+    m2 = mounts.remount(m)
+    for i, name in enumerate(failed):
+        path = m2.inp(name)
+        if os.path.exists(path):
+            assert util.read_file(path) == content(9, i)
+    util.write_file(m2.inp("after.json"), b"lands again\n")
+    assert util.read_file(m2.inp("after.json")) == b"lands again\n"
+
+
+@pytest.mark.timeout(300)
+def test_many_producers_race_the_pipelined_commit(mounts):
+    """48 producers (more than libfuse's default 10 workers) land 20 files
+    each, with renames and chmods mixed in: every one lands once, whole."""
+    m = mounts.new()
+    errors = []
+
+    def run(p):
+        try:
+            for i in range(20):
+                name = "s%02d-%02d.json" % (p, i)
+                data = content(p, i) if i % 7 != 3 else content(p, i)[:9000]
+                if i % 3 == 0:
+                    tmp = m.inp("." + name + ".tmp")
+                    util.write_file(tmp, data)
+                    os.rename(tmp, m.inp(name))
+                else:
+                    util.write_file(m.inp(name), data)
+                if i % 5 == 4:
+                    os.chmod(m.inp(name), 0o600)
+        except OSError as e:
+            errors.append((p, e))
+
+    threads = [threading.Thread(target=run, args=(p,), daemon=True) for p in range(48)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(240)
+        assert not t.is_alive(), "a producer hung"
+    assert not errors, errors
+    # (a RELEASE is asynchronous: the in-flight count follows the closes)
+    util.wait_counters(m.mnt, filesLanded=48 * 20, filesInFlight=0)
+    for p in range(48):
+        for i in range(20):
+            name = "s%02d-%02d.json" % (p, i)
+            want = content(p, i) if i % 7 != 3 else content(p, i)[:9000]
+            assert util.read_file(m.inp(name)) == want, name
+            if i % 5 == 4:
+                assert os.stat(m.inp(name)).st_mode & 0o777 == 0o600, name
