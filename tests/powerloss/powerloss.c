@@ -61,8 +61,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
-#include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -70,12 +70,12 @@
 #define PAGE 4096
 #define NBUCKET 4096
 
-#define REAL(ret, name, ...)                                                      \
-	static ret (*real_##name)(__VA_ARGS__);                                   \
-	static void load_##name(void)                                              \
-	{                                                                          \
-		if (!real_##name)                                                  \
-			*(void **)&real_##name = dlsym(RTLD_NEXT, #name);         \
+#define REAL(ret, name, ...)                                                                       \
+	static ret (*real_##name)(__VA_ARGS__);                                                    \
+	static void load_##name(void)                                                              \
+	{                                                                                          \
+		if (!real_##name)                                                                  \
+			*(void **)&real_##name = dlsym(RTLD_NEXT, #name);                          \
 	}
 
 REAL(ssize_t, write, int, const void *, size_t)
@@ -111,10 +111,10 @@ struct pfile {
 	uint64_t ino;
 	int64_t bsec;
 	uint32_t bnsec;
-	int in;           /* 1: under the data dir, 0: not */
-	uint8_t *dirty;   /* one byte per page written since its last sync */
+	int in;		/* 1: under the data dir, 0: not */
+	uint8_t *dirty; /* one byte per page written since its last sync */
 	size_t npages;
-	off_t low;        /* smallest size since its last sync */
+	off_t low; /* smallest size since its last sync */
 	bool has_low;
 	struct pfile *next;
 };
@@ -142,8 +142,10 @@ static void die(const char *what)
 static bool ident(int fd, const char *path, int dirfd, struct statx *sx)
 {
 	if (path)
-		return statx(dirfd, path, AT_SYMLINK_NOFOLLOW, STATX_INO | STATX_BTIME | STATX_TYPE | STATX_MODE, sx) == 0;
-	return statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME | STATX_TYPE | STATX_MODE | STATX_SIZE, sx) == 0;
+		return statx(dirfd, path, AT_SYMLINK_NOFOLLOW,
+			     STATX_INO | STATX_BTIME | STATX_TYPE | STATX_MODE, sx) == 0;
+	return statx(fd, "", AT_EMPTY_PATH,
+		     STATX_INO | STATX_BTIME | STATX_TYPE | STATX_MODE | STATX_SIZE, sx) == 0;
 }
 
 static void key_of(const struct statx *sx, char *buf, size_t n)
@@ -236,7 +238,8 @@ static void copy_range(int img, int src, off_t off, off_t len)
 {
 	char buf[65536];
 	while (len > 0) {
-		ssize_t r = pread(src, buf, len < (off_t)sizeof(buf) ? (size_t)len : sizeof(buf), off);
+		ssize_t r =
+		    pread(src, buf, len < (off_t)sizeof(buf) ? (size_t)len : sizeof(buf), off);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -358,7 +361,8 @@ static void sync_tree(int dfd)
 	while ((e = readdir(dir))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		int fd = real_openat(dirfd(dir), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+		int fd = real_openat(dirfd(dir), e->d_name,
+				     O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 		if (fd < 0)
 			continue;
 		struct statx sx;
@@ -507,25 +511,26 @@ ssize_t write(int fd, const void *b, size_t n)
 	return r;
 }
 
-#define PWRITE(name, ...)                                                \
-	{                                                                \
-		load_##name();                                           \
-		bool ds = before_write(fd);                              \
-		ssize_t r = real_##name(__VA_ARGS__);                    \
-		after_write(fd, off, r, ds);                             \
-		return r;                                                \
+#define PWRITE(name, ...)                                                                          \
+	{                                                                                          \
+		load_##name();                                                                     \
+		bool ds = before_write(fd);                                                        \
+		ssize_t r = real_##name(__VA_ARGS__);                                              \
+		after_write(fd, off, r, ds);                                                       \
+		return r;                                                                          \
 	}
 
-ssize_t pwrite(int fd, const void *b, size_t n, off_t off) PWRITE(pwrite, fd, b, n, off)
-ssize_t pwrite64(int fd, const void *b, size_t n, off_t off) PWRITE(pwrite64, fd, b, n, off)
-ssize_t pwritev(int fd, const struct iovec *v, int c, off_t off) PWRITE(pwritev, fd, v, c, off)
-ssize_t pwritev64(int fd, const struct iovec *v, int c, off_t off) PWRITE(pwritev64, fd, v, c, off)
-ssize_t pwritev2(int fd, const struct iovec *v, int c, off_t off, int fl)
-	PWRITE(pwritev2, fd, v, c, off, fl)
-ssize_t pwritev64v2(int fd, const struct iovec *v, int c, off_t off, int fl)
+ssize_t pwrite(int fd, const void *b, size_t n, off_t off) PWRITE(pwrite, fd, b, n, off) ssize_t
+    pwrite64(int fd, const void *b, size_t n, off_t off) PWRITE(pwrite64, fd, b, n, off) ssize_t
+    pwritev(int fd, const struct iovec *v, int c, off_t off) PWRITE(pwritev, fd, v, c, off) ssize_t
+    pwritev64(int fd, const struct iovec *v, int c, off_t off)
+	PWRITE(pwritev64, fd, v, c, off) ssize_t
+    pwritev2(int fd, const struct iovec *v, int c, off_t off, int fl)
+	PWRITE(pwritev2, fd, v, c, off, fl) ssize_t
+    pwritev64v2(int fd, const struct iovec *v, int c, off_t off, int fl)
 	PWRITE(pwritev64v2, fd, v, c, off, fl)
 
-ssize_t writev(int fd, const struct iovec *v, int c)
+	    ssize_t writev(int fd, const struct iovec *v, int c)
 {
 	load_writev();
 	bool ds = before_write(fd);
@@ -738,13 +743,13 @@ static int opened(int fd, int flags)
 	return fd;
 }
 
-#define MODE_ARG                                      \
-	mode_t mode = 0;                              \
-	if (flags & (O_CREAT | __O_TMPFILE)) {        \
-		va_list ap;                           \
-		va_start(ap, flags);                  \
-		mode = va_arg(ap, mode_t);            \
-		va_end(ap);                           \
+#define MODE_ARG                                                                                   \
+	mode_t mode = 0;                                                                           \
+	if (flags & (O_CREAT | __O_TMPFILE)) {                                                     \
+		va_list ap;                                                                        \
+		va_start(ap, flags);                                                               \
+		mode = va_arg(ap, mode_t);                                                         \
+		va_end(ap);                                                                        \
 	}
 
 int open(const char *path, int flags, ...)
