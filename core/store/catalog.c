@@ -92,6 +92,7 @@ struct sl_catalog {
 	bool pipelined;              /* MDB_NOMETASYNC while the commit thread runs */
 	int witness;                 /* data.mdb again, for our own flushes; -1 */
 	int failed;                  /* a flush failed: every later write fails (remount) */
+	enum { UNSAFE_NONE, UNSAFE_NOSYNC, UNSAFE_EARLY_ACK } unsafe; /* SLUICE_FAULT_SYNC */
 
 	pthread_mutex_t id_mu;
 	uint64_t id_next, id_hi;     /* ids handed out / reserved */
@@ -306,14 +307,19 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 			     (flags & SL_CATALOG_RANDOM ? MDB_NORDAHEAD : 0);
 #if SL_FAULTS
 	/*
-	 * SLUICE_FAULT_SYNC=nosync|nometasync: a broken durability, for
-	 * tests/integration/test_powerloss.py to show that it catches one.
+	 * SLUICE_FAULT_SYNC: a broken durability, for
+	 * tests/integration/test_powerloss.py to show that it catches one:
+	 * nosync: no flush at all (MDB_NOSYNC, and none of our own);
+	 * early-ack: the pipelined commit acknowledges a group as soon as
+	 * it committed, before its meta page is durable.
 	 */
 	const char *unsafe = getenv("SLUICE_FAULT_SYNC");
-	if (unsafe && !strcmp(unsafe, "nosync"))
+	if (unsafe && !strcmp(unsafe, "nosync")) {
 		env_flags |= MDB_NOSYNC;
-	else if (unsafe && !strcmp(unsafe, "nometasync"))
-		env_flags |= MDB_NOMETASYNC;
+		cat->unsafe = UNSAFE_NOSYNC;
+	} else if (unsafe && !strcmp(unsafe, "early-ack")) {
+		cat->unsafe = UNSAFE_EARLY_ACK;
+	}
 #endif
 	rc = mdb_env_open(cat->env, dir, env_flags, 0600);
 	if (rc) {
@@ -712,6 +718,8 @@ static int durable_sync(struct sl_catalog *cat)
 {
 	SL_FAULT("catalog.before_sync");
 	int rc = SL_FAULT_ERR("catalog.sync");
+	if (cat->unsafe == UNSAFE_NOSYNC)
+		return 0;
 	if (!rc && fdatasync(cat->witness))
 		rc = errno;
 	if (rc && !cat->failed) {
@@ -754,6 +762,12 @@ static void run_pipelined(struct sl_catalog *cat, struct wreq *group, struct wre
 	bool committed = last_txnid(cat) != before, commit_failed = false;
 	for (struct wreq *r = group; r; r = r->next)
 		commit_failed |= !r->skip && r->rc != 0;
+	if (committed && !commit_failed && cat->unsafe == UNSAFE_EARLY_ACK) {
+		finish(cat, *pending);
+		*pending = NULL;
+		finish(cat, group);
+		return;
+	}
 	if (committed && !commit_failed) {
 		/* this group's data flush made the previous group's meta page durable */
 		finish(cat, *pending);
