@@ -1464,6 +1464,13 @@ int sl_fs_main(const struct sl_fs_args *args)
 	}
 	fuse_loop_cfg_set_clone_fd(lc, 0);
 	fuse_loop_cfg_set_idle_threads(lc, 10);
+	/*
+	 * A FLUSH holds its worker until the group commit that lands it is
+	 * durable: with libfuse's default of 10 workers, producers past the
+	 * tenth wait in the kernel and miss the group (16 producers: 0.35
+	 * flushes per file with 10, 0.23 with 64; 32 producers: 0.33 and 0.17).
+	 */
+	fuse_loop_cfg_set_max_threads(lc, 64);
 	/* a positive value is the signal that ended the loop: a clean stop */
 	rc = fuse_session_loop_mt(fs.se, lc) < 0 ? 1 : 0;
 	sl_notify_stopping(fs.notify);

@@ -34,6 +34,7 @@
  * Version 1 records (name at 64) are still read.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <lmdb.h>
 #include <pthread.h>
@@ -88,6 +89,10 @@ struct sl_catalog {
 	pthread_t thread;
 	pthread_mutex_t inline_mu;   /* serializes writers without the thread */
 	uint64_t commits;
+	bool pipelined;              /* MDB_NOMETASYNC while the commit thread runs */
+	int witness;                 /* data.mdb again, for our own flushes; -1 */
+	int failed;                  /* a flush failed: every later write fails (remount) */
+	enum { UNSAFE_NONE, UNSAFE_NOSYNC, UNSAFE_EARLY_ACK } unsafe; /* SLUICE_FAULT_SYNC */
 
 	pthread_mutex_t id_mu;
 	uint64_t id_next, id_hi;     /* ids handed out / reserved */
@@ -267,6 +272,7 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 	if (!cat)
 		return ENOMEM;
 	cat->rdonly = flags & SL_CATALOG_RDONLY;
+	cat->witness = -1;
 	pthread_rwlockattr_t ra;
 	pthread_rwlockattr_init(&ra);
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -297,10 +303,25 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 	 * MDB_NOTLS: FUSE callbacks hop threads. Never MDB_WRITEMAP: a full
 	 * disk would turn into SIGBUS instead of an error.
 	 */
-	rc = mdb_env_open(cat->env, dir,
-			  MDB_NOTLS | (cat->rdonly ? MDB_RDONLY : 0) |
-			      (flags & SL_CATALOG_RANDOM ? MDB_NORDAHEAD : 0),
-			  0600);
+	unsigned env_flags = MDB_NOTLS | (cat->rdonly ? MDB_RDONLY : 0) |
+			     (flags & SL_CATALOG_RANDOM ? MDB_NORDAHEAD : 0);
+#if SL_FAULTS
+	/*
+	 * SLUICE_FAULT_SYNC: a broken durability, for
+	 * tests/integration/test_powerloss.py to show that it catches one:
+	 * nosync: no flush at all (MDB_NOSYNC, and none of our own);
+	 * early-ack: the pipelined commit acknowledges a group as soon as
+	 * it committed, before its meta page is durable.
+	 */
+	const char *unsafe = getenv("SLUICE_FAULT_SYNC");
+	if (unsafe && !strcmp(unsafe, "nosync")) {
+		env_flags |= MDB_NOSYNC;
+		cat->unsafe = UNSAFE_NOSYNC;
+	} else if (unsafe && !strcmp(unsafe, "early-ack")) {
+		cat->unsafe = UNSAFE_EARLY_ACK;
+	}
+#endif
+	rc = mdb_env_open(cat->env, dir, env_flags, 0600);
 	if (rc) {
 		rc = map_rc(rc);
 		goto env_close;
@@ -340,9 +361,23 @@ void sl_catalog_set_hooks(struct sl_catalog *cat, uint64_t (*live)(void *ctx),
 
 int sl_catalog_start(struct sl_catalog *cat)
 {
+	/* SLUICE_PIPELINE=0: the previous two-flush commit (for measurements) */
+	const char *pl = getenv("SLUICE_PIPELINE");
+	const char *dir;
+	char path[4200];
+	if (!cat->rdonly && !(pl && !strcmp(pl, "0")) && mdb_env_get_path(cat->env, &dir) == 0) {
+		snprintf(path, sizeof(path), "%s/data.mdb", dir);
+		cat->witness = open(path, O_RDONLY | O_CLOEXEC);
+		if (cat->witness >= 0 && mdb_env_set_flags(cat->env, MDB_NOMETASYNC, 1) == 0)
+			cat->pipelined = true;
+	}
 	int rc = pthread_create(&cat->thread, NULL, commit_main, cat);
-	if (rc)
+	if (rc) {
+		if (cat->pipelined)
+			mdb_env_set_flags(cat->env, MDB_NOMETASYNC, 0);
+		cat->pipelined = false;
 		return rc;
+	}
 	pthread_mutex_lock(&cat->q_mu);
 	cat->running = true;
 	pthread_mutex_unlock(&cat->q_mu);
@@ -368,6 +403,13 @@ void sl_catalog_close(struct sl_catalog *cat)
 	pthread_mutex_unlock(&cat->q_mu);
 	if (running)
 		pthread_join(cat->thread, NULL);
+	if (cat->pipelined) {
+		/* the thread made its last group durable; commits from here are durable on return */
+		mdb_env_set_flags(cat->env, MDB_NOMETASYNC, 0);
+		cat->pipelined = false;
+	}
+	if (cat->witness >= 0)
+		close(cat->witness);
 	if (!cat->rdonly) {
 		/* what is settled now needs no probe at the next start */
 		if (cat->settle_lo > cat->unsettled_lo && cat->settle_lo != UINT64_MAX)
@@ -621,6 +663,9 @@ static void finish(struct sl_catalog *cat, struct wreq *group)
 {
 	struct wreq *async = NULL, *next;
 
+	if (!group)
+		return;
+
 	/* a waiter's request lives on its stack: touch none after signalling */
 	pthread_mutex_lock(&cat->q_mu);
 	cat->commits++;
@@ -646,13 +691,122 @@ static void finish(struct sl_catalog *cat, struct wreq *group)
  * The commit thread. Lazy requests (publishes) do not wake it: they join the
  * next group, or commit on their own once LAZY_NS passed with no other work.
  */
+static uint64_t last_txnid(struct sl_catalog *cat)
+{
+	MDB_envinfo info;
+	mdb_env_info(cat->env, &info);
+	return info.me_last_txnid;
+}
+
+/*
+ * The pipelined commit. While the commit thread runs, the catalog runs with
+ * MDB_NOMETASYNC: a commit writes its pages, flushes them, then writes its
+ * meta page without a flush. That meta page becomes durable with the next
+ * commit's data flush (LMDB writes the meta page of commit N before commit
+ * N+1's pages, and fdatasync covers the whole file), or with a flush of its
+ * own when no commit follows (idle). A group's requests are finished (their
+ * callers acknowledge, delete, free) only then: *pending is the group
+ * committed last, not yet durable.
+ *
+ * The flushes of our own are made on cat->witness, a second descriptor of
+ * data.mdb: a writeback error is reported once per descriptor, so after a
+ * commit whose flush failed, an fdatasync on LMDB's descriptor could report
+ * success over lost pages; the witness reports every error since its own
+ * last flush.
+ */
+static int durable_sync(struct sl_catalog *cat)
+{
+	SL_FAULT("catalog.before_sync");
+	int rc = SL_FAULT_ERR("catalog.sync");
+	if (cat->unsafe == UNSAFE_NOSYNC)
+		return 0;
+	if (!rc && fdatasync(cat->witness))
+		rc = errno;
+	if (rc && !cat->failed) {
+		sl_log(SL_LOG_ERR, "catalog flush failed (%s): landing stops until a remount",
+		       strerror(rc));
+		cat->failed = rc;
+	}
+	return rc;
+}
+
+/* A flush failed: every request that the catalog holds but not durably fails. */
+static void fail_committed(struct wreq *group, int rc)
+{
+	for (struct wreq *r = group; r; r = r->next)
+		if (r->rc == 0)
+			r->rc = rc;
+}
+
+static void make_durable(struct sl_catalog *cat, struct wreq **pending)
+{
+	if (!*pending)
+		return;
+	int rc = durable_sync(cat);
+	if (rc)
+		fail_committed(*pending, rc);
+	finish(cat, *pending);
+	*pending = NULL;
+}
+
+static void run_pipelined(struct sl_catalog *cat, struct wreq *group, struct wreq **pending)
+{
+	if (cat->failed) {
+		for (struct wreq *r = group; r; r = r->next)
+			r->rc = cat->failed;
+		finish(cat, group);
+		return;
+	}
+	uint64_t before = last_txnid(cat);
+	run_group(cat, group);
+	bool committed = last_txnid(cat) != before, commit_failed = false;
+	for (struct wreq *r = group; r; r = r->next)
+		commit_failed |= !r->skip && r->rc != 0;
+	if (committed && !commit_failed && cat->unsafe == UNSAFE_EARLY_ACK) {
+		finish(cat, *pending);
+		*pending = NULL;
+		finish(cat, group);
+		return;
+	}
+	if (committed && !commit_failed) {
+		/* this group's data flush made the previous group's meta page durable */
+		finish(cat, *pending);
+		*pending = group;
+		return;
+	}
+	/*
+	 * Nothing was committed (nothing flushed), or a commit failed (its
+	 * flush may have failed): flush on the witness, which says whether
+	 * what was committed before is durable.
+	 */
+	if (*pending || committed) {
+		int rc = durable_sync(cat);
+		if (rc) {
+			if (*pending)
+				fail_committed(*pending, rc);
+			fail_committed(group, rc);
+		}
+	}
+	finish(cat, *pending);
+	*pending = NULL;
+	finish(cat, group);
+}
+
 static void *commit_main(void *arg)
 {
 	struct sl_catalog *cat = arg;
+	struct wreq *pending = NULL;
 
 	pthread_mutex_lock(&cat->q_mu);
 	for (;;) {
 		bool timed_out = false;
+		if (pending && !cat->head) {
+			/* idle: no commit comes to carry the meta page, so flush it */
+			pthread_mutex_unlock(&cat->q_mu);
+			make_durable(cat, &pending);
+			pthread_mutex_lock(&cat->q_mu);
+			continue;
+		}
 		while (!cat->head && !cat->stop && !timed_out) {
 			if (!cat->lazy_head) {
 				pthread_cond_wait(&cat->q_cv, &cat->q_mu);
@@ -673,10 +827,17 @@ static void *commit_main(void *arg)
 		}
 		cat->head = cat->tail = cat->lazy_head = cat->lazy_tail = NULL;
 		pthread_mutex_unlock(&cat->q_mu);
-		run_group(cat, group);
-		finish(cat, group);
+		if (cat->pipelined) {
+			run_pipelined(cat, group, &pending);
+		} else {
+			run_group(cat, group);
+			finish(cat, group);
+		}
 		pthread_mutex_lock(&cat->q_mu);
 	}
+	pthread_mutex_unlock(&cat->q_mu);
+	make_durable(cat, &pending);
+	pthread_mutex_lock(&cat->q_mu);
 	cat->running = false;
 	pthread_mutex_unlock(&cat->q_mu);
 	return NULL;
@@ -720,7 +881,11 @@ static void run_inline(struct sl_catalog *cat, struct wreq *r)
 {
 	pthread_mutex_lock(&cat->inline_mu);
 	r->next = NULL;
+	uint64_t before = last_txnid(cat);
 	run_group(cat, r);
+	/* while the thread stops, the env still skips the meta flush: do it */
+	if (cat->pipelined && !r->rc && last_txnid(cat) != before)
+		r->rc = durable_sync(cat);
 	pthread_mutex_unlock(&cat->inline_mu);
 	pthread_mutex_lock(&cat->q_mu);
 	cat->commits++;
