@@ -105,7 +105,13 @@ struct dent {
 struct dirsnap {
 	struct dent *v;
 	size_t n, cap;
+	struct dirsnap *prev, *next; /* in open_dirs, once opened */
 };
+
+/* Every open directory handle: fs_destroy() frees those whose RELEASEDIR
+ * the unmount dropped, as it does for open_fhs. */
+static struct dirsnap *open_dirs;
+static void snap_close(struct dirsnap *d);
 
 static struct fh *fh_new(void)
 {
@@ -667,6 +673,8 @@ static void fs_destroy(void *userdata)
 		fs->inval_running = false;
 	}
 	fh_release_all();
+	while (open_dirs) /* the workers have stopped: no lock needed */
+		snap_close(open_dirs);
 	sl_land_close(fs->land);
 	fs->land = NULL;
 	sl_config_free(fs->config);
@@ -1137,6 +1145,20 @@ static void snap_free(struct dirsnap *d)
 	free(d);
 }
 
+/* Unlinks an opened snapshot from open_dirs and frees it. */
+static void snap_close(struct dirsnap *d)
+{
+	pthread_mutex_lock(&open_fhs_mu);
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		open_dirs = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
+	pthread_mutex_unlock(&open_fhs_mu);
+	snap_free(d);
+}
+
 static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
@@ -1200,8 +1222,14 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	fi->fh = (uintptr_t)d;
+	pthread_mutex_lock(&open_fhs_mu);
+	d->next = open_dirs;
+	if (open_dirs)
+		open_dirs->prev = d;
+	open_dirs = d;
+	pthread_mutex_unlock(&open_fhs_mu);
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		snap_free(d);
+		snap_close(d);
 }
 
 static void readdir_common(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
@@ -1262,7 +1290,7 @@ static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	snap_free((struct dirsnap *)fi->fh);
+	snap_close((struct dirsnap *)fi->fh);
 	fuse_reply_err(req, 0);
 }
 

@@ -160,6 +160,9 @@ def run_once(mounts, tmp, pristine, n, cut, env_extra=None):
     os.mkdir(shadow)
     env = dict(os.environ, LD_PRELOAD=shim_path(), PL_DATA=data, PL_SHADOW=shadow,
                PL_CUT=str(cut))
+    # an ASan build: the shim comes before ASan's runtime in the library list
+    asan = env.get("ASAN_OPTIONS", "")
+    env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
     env.update(env_extra or {})
     m = mounts.new(data=data, mnt=os.path.join(tmp, "mnt-%d" % n), start=False, env=env)
     rec = Record()

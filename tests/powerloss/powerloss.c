@@ -304,7 +304,8 @@ static void sync_file(struct pfile *f, int fd, bool whole)
 		}
 	}
 	if (f) {
-		memset(f->dirty, 0, f->npages);
+		if (f->npages) /* dirty is NULL until a page is written */
+			memset(f->dirty, 0, f->npages);
 		f->has_low = false;
 	}
 	close(img);
