@@ -84,19 +84,6 @@ static bool is_plain(char c)
 
 static bool is_control(unsigned char c) { return c < 0x20 || c == 0x7f; }
 
-__attribute__((format(printf, 3, 4))) static int refuse(char *err, size_t errlen, const char *fmt,
-							...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return SL_ECONFIG;
-}
-
 /* Describing */
 
 /* A column or output name: bare when [A-Za-z0-9_]+, else backquoted with a backquote doubled. */
@@ -638,7 +625,7 @@ int sl_compat_check(const struct sl_query_config *q, const char *stored, size_t 
 	for (int f = 0; f < F_SOURCE_SCHEMA; f++) {
 		if (was.len[f] == now.len[f] && !memcmp(was.val[f], now.val[f], was.len[f]))
 			continue;
-		rc = refuse(err, errlen,
+		rc = sl_config_fail(err, errlen,
 			    "queries.%s.%s: changed since the checkpoint was made (was %.*s, now "
 			    "%.*s)" REFUSED,
 			    q->name, fields[f].path ? fields[f].path : fields[f].key, prec(was.len[f]), shown(was.val[f], was.len[f]),
@@ -646,7 +633,7 @@ int sl_compat_check(const struct sl_query_config *q, const char *stored, size_t 
 		goto bufs_free;
 	}
 	if (name.len)
-		rc = refuse(err, errlen,
+		rc = sl_config_fail(err, errlen,
 			    "queries.%s.source.schema: column '%s' held in state changed type from "
 			    "%s to %s" REFUSED,
 			    q->name, name.p, was_type.p, now_type);

@@ -20,8 +20,7 @@
 #define DEFAULT_MAX_FILE_AGE_US (7 * 86400 * US_PER_SEC)
 #define DEFAULT_FILE_HISTORY_US (30 * 86400 * US_PER_SEC)
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-						      ...)
+int sl_config_fail(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -108,12 +107,12 @@ int sl_config_duration_parse(const char *s, int64_t *us, char *err, size_t errle
 	int nd;
 
 	if (*p == '-')
-		return fail(err, errlen, "a duration cannot be negative, got '%s'", s);
+		return sl_config_fail(err, errlen, "a duration cannot be negative, got '%s'", s);
 	nd = read_uint(&p, &v);
 	if (nd < 0)
-		return fail(err, errlen, "duration '%s' is out of range", s);
+		return sl_config_fail(err, errlen, "duration '%s' is out of range", s);
 	if (nd == 0)
-		return fail(err, errlen, "expected a duration like '10 seconds', got '%s'", s);
+		return sl_config_fail(err, errlen, "expected a duration like '10 seconds', got '%s'", s);
 	if (*p == 0) {
 		mult = US_PER_MS; /* a bare integer is milliseconds */
 	} else {
@@ -123,16 +122,16 @@ int sl_config_duration_parse(const char *s, int64_t *us, char *err, size_t errle
 		while (is_alpha(*p))
 			p++;
 		if (p == unit || *p)
-			return fail(err, errlen, "expected a duration like '10 seconds', got '%s'",
+			return sl_config_fail(err, errlen, "expected a duration like '10 seconds', got '%s'",
 				    s);
 		for (size_t i = 0; i < sizeof(duration_units) / sizeof(duration_units[0]); i++)
 			if (word_in(unit, (size_t)(p - unit), duration_units[i].names))
 				mult = duration_units[i].us;
 		if (mult < 0)
-			return fail(err, errlen, "unknown unit '%s' in duration '%s'", unit, s);
+			return sl_config_fail(err, errlen, "unknown unit '%s' in duration '%s'", unit, s);
 	}
 	if (v > (uint64_t)(INT64_MAX / mult))
-		return fail(err, errlen, "duration '%s' is out of range", s);
+		return sl_config_fail(err, errlen, "duration '%s' is out of range", s);
 	*us = (int64_t)v * mult;
 	return 0;
 }
@@ -146,9 +145,9 @@ int sl_config_size_parse(const char *s, uint64_t *bytes, char *err, size_t errle
 
 	nd = read_uint(&p, &v);
 	if (nd < 0)
-		return fail(err, errlen, "size '%s' is out of range", s);
+		return sl_config_fail(err, errlen, "size '%s' is out of range", s);
 	if (nd == 0)
-		return fail(err, errlen, "expected a size like '64m', got '%s'", s);
+		return sl_config_fail(err, errlen, "expected a size like '64m', got '%s'", s);
 	switch (lower(*p)) {
 	case 'k':
 		shift = 10;
@@ -172,9 +171,9 @@ int sl_config_size_parse(const char *s, uint64_t *bytes, char *err, size_t errle
 	if (lower(*p) == 'b')
 		p++;
 	if (*p)
-		return fail(err, errlen, "expected a size like '64m', got '%s'", s);
+		return sl_config_fail(err, errlen, "expected a size like '64m', got '%s'", s);
 	if (v > ((uint64_t)INT64_MAX >> shift))
-		return fail(err, errlen, "size '%s' is out of range", s);
+		return sl_config_fail(err, errlen, "size '%s' is out of range", s);
 	*bytes = v << shift;
 	return 0;
 }
@@ -269,7 +268,7 @@ static int read_name(const char **p, char **out, char *err, size_t errlen)
 		for (q = s; is_alpha(*q) || is_digit(*q) || *q == '_'; q++)
 			;
 		if (q == s)
-			return fail(err, errlen, "expected a column name at '%.20s'", s);
+			return sl_config_fail(err, errlen, "expected a column name at '%.20s'", s);
 		name = strndup(s, (size_t)(q - s));
 		if (!name)
 			return ENOMEM;
@@ -283,7 +282,7 @@ static int read_name(const char **p, char **out, char *err, size_t errlen)
 	for (q = s + 1;; q++) {
 		if (*q == 0) {
 			free(name);
-			return fail(err, errlen, "unterminated backquote at '%.20s'", s);
+			return sl_config_fail(err, errlen, "unterminated backquote at '%.20s'", s);
 		}
 		if (*q == '`') {
 			if (q[1] != '`')
@@ -291,14 +290,14 @@ static int read_name(const char **p, char **out, char *err, size_t errlen)
 			q++;
 		} else if ((unsigned char)*q < 0x20 || *q == 0x7f) {
 			free(name);
-			return fail(err, errlen, "control character in column name at '%.20s'", s);
+			return sl_config_fail(err, errlen, "control character in column name at '%.20s'", s);
 		}
 		name[n++] = *q;
 	}
 	name[n] = 0;
 	if (n == 0) {
 		free(name);
-		return fail(err, errlen, "empty column name");
+		return sl_config_fail(err, errlen, "empty column name");
 	}
 	*p = q + 1;
 	*out = name;
@@ -321,9 +320,9 @@ static int parse_column(const char **p, struct sl_schema *s, size_t *cap, char *
 	for (w = q; is_alpha(*w) || is_digit(*w) || *w == '_'; w++)
 		;
 	if (q == *p || w == q) { /* no space after the name, or no word after it */
-		rc = *q ? fail(err, errlen, "expected a type after column '%s', got '%.20s'", name,
+		rc = *q ? sl_config_fail(err, errlen, "expected a type after column '%s', got '%.20s'", name,
 			       q)
-			: fail(err, errlen, "expected a type after column '%s'", name);
+			: sl_config_fail(err, errlen, "expected a type after column '%s'", name);
 		goto name_free;
 	}
 	for (size_t i = 0; i < sizeof(type_names) / sizeof(type_names[0]); i++) {
@@ -333,7 +332,7 @@ static int parse_column(const char **p, struct sl_schema *s, size_t *cap, char *
 		}
 	}
 	if (!found) {
-		rc = fail(err, errlen, "unknown type '%.*s'", (int)(w - q), q);
+		rc = sl_config_fail(err, errlen, "unknown type '%.*s'", (int)(w - q), q);
 		goto name_free;
 	}
 	q = skip_space(w);
@@ -344,22 +343,22 @@ static int parse_column(const char **p, struct sl_schema *s, size_t *cap, char *
 		for (w = q; is_alpha(*w); w++)
 			;
 		if (!word_eq(q, (size_t)(w - q), "NULL")) {
-			rc = fail(err, errlen, "expected NULL after NOT in column '%s'", name);
+			rc = sl_config_fail(err, errlen, "expected NULL after NOT in column '%s'", name);
 			goto name_free;
 		}
 		not_null = true;
 		q = skip_space(w);
 	}
 	if (*q && *q != ',') {
-		rc = fail(err, errlen, "unexpected '%.20s' after column '%s'", q, name);
+		rc = sl_config_fail(err, errlen, "unexpected '%.20s' after column '%s'", q, name);
 		goto name_free;
 	}
 	if (schema_find_icase(s, name) >= 0) {
-		rc = fail(err, errlen, "duplicate column '%s'", name);
+		rc = sl_config_fail(err, errlen, "duplicate column '%s'", name);
 		goto name_free;
 	}
 	if (!strcmp(name, "_corrupt_record") && (type != SL_TYPE_STRING || not_null)) {
-		rc = fail(err, errlen, "_corrupt_record must be a nullable STRING");
+		rc = sl_config_fail(err, errlen, "_corrupt_record must be a nullable STRING");
 		goto name_free;
 	}
 	rc = schema_push(s, cap, name, type, not_null);
@@ -380,7 +379,7 @@ int sl_config_schema_parse(const char *ddl, struct sl_schema *out, char *err, si
 	int rc;
 
 	if (*p == 0)
-		return fail(err, errlen, "expected at least one column");
+		return sl_config_fail(err, errlen, "expected at least one column");
 	for (;;) {
 		rc = parse_column(&p, &s, &cap, err, errlen);
 		if (rc)
@@ -389,7 +388,7 @@ int sl_config_schema_parse(const char *ddl, struct sl_schema *out, char *err, si
 			break;
 		p = skip_space(p + 1); /* past the ',' */
 		if (*p == 0) {
-			rc = fail(err, errlen, "expected a column after the last ','");
+			rc = sl_config_fail(err, errlen, "expected a column after the last ','");
 			goto schema_release;
 		}
 	}
@@ -408,12 +407,12 @@ int sl_config_column_ref(const struct sl_schema *s, const char *name, int want, 
 	if (i < 0) {
 		long j = schema_find_icase(s, name);
 		if (j >= 0)
-			return fail(err, errlen, "unknown column '%s' (did you mean '%s'?)", name,
+			return sl_config_fail(err, errlen, "unknown column '%s' (did you mean '%s'?)", name,
 				    s->cols[j].name);
-		return fail(err, errlen, "unknown column '%s'", name);
+		return sl_config_fail(err, errlen, "unknown column '%s'", name);
 	}
 	if (want >= 0 && s->cols[i].type != (enum sl_type)want)
-		return fail(err, errlen, "column '%s' is %s, expected %s", name,
+		return sl_config_fail(err, errlen, "column '%s' is %s, expected %s", name,
 			    sl_config_type_name(s->cols[i].type),
 			    sl_config_type_name((enum sl_type)want));
 	*idx = (size_t)i;
@@ -453,13 +452,13 @@ int sl_config_path_parse(const char *s, struct sl_path *out, char *err, size_t e
 	int rc;
 
 	if (len == 0)
-		return fail(err, errlen, "expected a path relative to in/");
+		return sl_config_fail(err, errlen, "expected a path relative to in/");
 	if (len > SL_CONFIG_PATH_MAX)
-		return fail(err, errlen, "longer than %d bytes", SL_CONFIG_PATH_MAX);
+		return sl_config_fail(err, errlen, "longer than %d bytes", SL_CONFIG_PATH_MAX);
 	if (s[0] == '/')
-		return fail(err, errlen, "'%s' is absolute: expected a path relative to in/", s);
+		return sl_config_fail(err, errlen, "'%s' is absolute: expected a path relative to in/", s);
 	if (strstr(s, "**"))
-		return fail(err, errlen, "'**' is not supported: a glob matches one component");
+		return sl_config_fail(err, errlen, "'**' is not supported: a glob matches one component");
 	for (c = s; *c; c++)
 		ncomp += *c == '/';
 	p.text = strdup(s);
@@ -471,22 +470,22 @@ int sl_config_path_parse(const char *s, struct sl_path *out, char *err, size_t e
 	for (c = s;; c = e + 1) {
 		e = strchrnul(c, '/');
 		if (e == c) {
-			rc = fail(err, errlen, "empty component in '%s'", s);
+			rc = sl_config_fail(err, errlen, "empty component in '%s'", s);
 			goto path_release;
 		}
 		if (e - c == 2 && c[0] == '.' && c[1] == '.') {
-			rc = fail(err, errlen, "'%s' leaves in/", s);
+			rc = sl_config_fail(err, errlen, "'%s' leaves in/", s);
 			goto path_release;
 		}
 		if (c[0] == '.') {
-			rc = fail(err, errlen,
+			rc = sl_config_fail(err, errlen,
 				  "component '%.*s' starts with '.': such folders never hold "
 				  "landed files",
 				  (int)(e - c), c);
 			goto path_release;
 		}
 		if (e - c > SL_CONFIG_COMPONENT_MAX) {
-			rc = fail(err, errlen, "a component of '%s' is longer than %d bytes", s,
+			rc = sl_config_fail(err, errlen, "a component of '%s' is longer than %d bytes", s,
 				  SL_CONFIG_COMPONENT_MAX);
 			goto path_release;
 		}
@@ -548,7 +547,7 @@ int sl_config_value_bool(const struct sl_config_value *v, bool *out, char *err, 
 		*out = str_ieq(v->str, "true");
 		return 0;
 	}
-	return fail(err, errlen, "expected true or false, got %s", got(v, buf, sizeof(buf)));
+	return sl_config_fail(err, errlen, "expected true or false, got %s", got(v, buf, sizeof(buf)));
 }
 
 int sl_config_value_posint(const struct sl_config_value *v, int64_t max, int64_t *out, char *err,
@@ -565,14 +564,14 @@ int sl_config_value_posint(const struct sl_config_value *v, int64_t max, int64_t
 		/* all digits: past INT64_MAX is still a positive integer, just too big */
 		x = read_uint(&p, &u) < 0 ? INT64_MAX : (int64_t)u;
 	} else {
-		return fail(err, errlen, "expected a positive integer, got %s",
+		return sl_config_fail(err, errlen, "expected a positive integer, got %s",
 			    got(v, buf, sizeof(buf)));
 	}
 	if (x <= 0)
-		return fail(err, errlen, "expected a positive integer, got %s",
+		return sl_config_fail(err, errlen, "expected a positive integer, got %s",
 			    got(v, buf, sizeof(buf)));
 	if (x > max)
-		return fail(err, errlen, "expected a positive integer up to %lld, got %s",
+		return sl_config_fail(err, errlen, "expected a positive integer up to %lld, got %s",
 			    (long long)max, got(v, buf, sizeof(buf)));
 	*out = x;
 	return 0;
@@ -584,15 +583,15 @@ int sl_config_value_duration(const struct sl_config_value *v, int64_t *us, char 
 
 	if (v->kind == SL_CONFIG_V_INT) {
 		if (v->i < 0)
-			return fail(err, errlen, "a duration cannot be negative, got '%s'", v->str);
+			return sl_config_fail(err, errlen, "a duration cannot be negative, got '%s'", v->str);
 		if (v->i > INT64_MAX / US_PER_MS)
-			return fail(err, errlen, "duration '%s' is out of range", v->str);
+			return sl_config_fail(err, errlen, "duration '%s' is out of range", v->str);
 		*us = v->i * US_PER_MS;
 		return 0;
 	}
 	if (v->kind == SL_CONFIG_V_STRING)
 		return sl_config_duration_parse(v->str, us, err, errlen);
-	return fail(err, errlen, "expected a duration like '10 seconds', got %s",
+	return sl_config_fail(err, errlen, "expected a duration like '10 seconds', got %s",
 		    got(v, buf, sizeof(buf)));
 }
 
@@ -604,18 +603,18 @@ int sl_config_value_size(const struct sl_config_value *v, uint64_t *bytes, char 
 
 	if (v->kind == SL_CONFIG_V_INT) {
 		if (v->i <= 0)
-			return fail(err, errlen, "expected a positive size, got '%s'", v->str);
+			return sl_config_fail(err, errlen, "expected a positive size, got '%s'", v->str);
 		*bytes = (uint64_t)v->i;
 		return 0;
 	}
 	if (v->kind != SL_CONFIG_V_STRING)
-		return fail(err, errlen, "expected a size like '64m', got %s",
+		return sl_config_fail(err, errlen, "expected a size like '64m', got %s",
 			    got(v, buf, sizeof(buf)));
 	rc = sl_config_size_parse(v->str, &b, err, errlen);
 	if (rc)
 		return rc;
 	if (b == 0)
-		return fail(err, errlen, "expected a positive size, got '%s'", v->str);
+		return sl_config_fail(err, errlen, "expected a positive size, got '%s'", v->str);
 	*bytes = b;
 	return 0;
 }
@@ -640,7 +639,7 @@ int sl_config_value_enum(const struct sl_config_value *v, const char *const *nam
 					: names[i + 1] ? ", "
 						       : " or ",
 					names[i]);
-	return fail(err, errlen, "expected %s, got %s", list, got(v, buf, sizeof(buf)));
+	return sl_config_fail(err, errlen, "expected %s, got %s", list, got(v, buf, sizeof(buf)));
 }
 
 int sl_config_value_string(const struct sl_config_value *v, const char **out, char *err,
@@ -649,7 +648,7 @@ int sl_config_value_string(const struct sl_config_value *v, const char **out, ch
 	char buf[128];
 
 	if (v->kind != SL_CONFIG_V_STRING)
-		return fail(err, errlen, "expected a string, got %s", got(v, buf, sizeof(buf)));
+		return sl_config_fail(err, errlen, "expected a string, got %s", got(v, buf, sizeof(buf)));
 	*out = v->str;
 	return 0;
 }
@@ -691,13 +690,13 @@ int sl_config_aggregate_parse(const char *expr, const struct sl_schema *schema,
 	if (p == f || *p != '(')
 		goto syntax;
 	if (!found)
-		return fail(err, errlen,
+		return sl_config_fail(err, errlen,
 			    "unknown function '%.*s': expected count, sum, min, max or avg",
 			    (int)(p - f), f);
 	p = skip_space(p + 1);
 	if (*p == '*') {
 		if (a.fn != SL_AGG_COUNT)
-			return fail(err, errlen, "'*' only works in count(*)");
+			return sl_config_fail(err, errlen, "'*' only works in count(*)");
 		a.fn = SL_AGG_COUNT_STAR;
 		a.type = SL_TYPE_BIGINT;
 		p++;
@@ -718,7 +717,7 @@ int sl_config_aggregate_parse(const char *expr, const struct sl_schema *schema,
 		a.col = idx;
 		a.type = schema->cols[idx].type;
 		if ((a.fn == SL_AGG_SUM || a.fn == SL_AGG_AVG) && !is_numeric(a.type)) {
-			rc = fail(err, errlen, "%s needs a numeric column: '%s' is %s",
+			rc = sl_config_fail(err, errlen, "%s needs a numeric column: '%s' is %s",
 				  a.fn == SL_AGG_SUM ? "sum" : "avg", col,
 				  sl_config_type_name(a.type));
 			goto col_free;
@@ -734,7 +733,7 @@ int sl_config_aggregate_parse(const char *expr, const struct sl_schema *schema,
 syntax_col:
 	free(col);
 syntax:
-	return fail(
+	return sl_config_fail(
 	    err, errlen,
 	    "expected count(*), count(col), sum(col), min(col), max(col) or avg(col), got '%s'",
 	    expr);
@@ -920,29 +919,29 @@ static int check_output_mode(const struct sl_query_config *q, char *err, size_t 
 	const struct sl_schema *s = &q->source.schema;
 
 	if (q->output_mode == SL_OUTPUT_COMPLETE && !q->naggs)
-		return fail(
+		return sl_config_fail(
 		    err, errlen,
 		    "queries.%s.outputMode: complete needs an aggregation: use append or update",
 		    q->name);
 	if (q->output_mode != SL_OUTPUT_APPEND || !q->naggs)
 		return 0;
 	if (!q->has_groupby)
-		return fail(err, errlen,
+		return sl_config_fail(err, errlen,
 			    "queries.%s.outputMode: an aggregation without groupBy in append mode: "
 			    "use update or complete",
 			    q->name);
 	if (!q->has_window)
-		return fail(err, errlen,
+		return sl_config_fail(err, errlen,
 			    "queries.%s.outputMode: a groupBy without a window in append mode: use "
 			    "update or complete",
 			    q->name);
 	if (!q->has_watermark)
-		return fail(err, errlen,
+		return sl_config_fail(err, errlen,
 			    "queries.%s.outputMode: a window without a watermark in append mode: "
 			    "add a watermark on '%s', or use update or complete",
 			    q->name, s->cols[q->win_col].name);
 	if (q->win_col != q->wm_col)
-		return fail(err, errlen,
+		return sl_config_fail(err, errlen,
 			    "queries.%s.outputMode: append needs the window on the watermark "
 			    "column '%s', not '%s': use update or complete",
 			    q->name, s->cols[q->wm_col].name, s->cols[q->win_col].name);
@@ -956,10 +955,10 @@ int sl_config_query_outputs(struct sl_query_config *q, char *err, size_t errlen)
 	int rc;
 
 	if (q->dedup_within_wm && !q->has_watermark)
-		return fail(err, errlen,
+		return sl_config_fail(err, errlen,
 			    "queries.%s.dropDuplicatesWithinWatermark: needs a watermark", q->name);
 	if (q->has_groupby && !q->naggs)
-		return fail(err, errlen, "queries.%s.groupBy: needs an aggregate", q->name);
+		return sl_config_fail(err, errlen, "queries.%s.groupBy: needs an aggregate", q->name);
 	rc = check_output_mode(q, err, errlen);
 	if (rc)
 		return rc;
@@ -981,7 +980,7 @@ int sl_config_query_outputs(struct sl_query_config *q, char *err, size_t errlen)
 	for (size_t i = 0; i < q->ngroup; i++) {
 		const struct sl_column *col = &s->cols[q->group[i]];
 		if (q->has_window && str_ieq(col->name, "window")) {
-			rc = fail(
+			rc = sl_config_fail(
 			    err, errlen,
 			    "queries.%s.groupBy.columns[%zu]: '%s' clashes with the window column",
 			    q->name, i, col->name);
@@ -999,7 +998,7 @@ int sl_config_query_outputs(struct sl_query_config *q, char *err, size_t errlen)
 				kind = "window";
 			else if ((size_t)j < (q->has_window ? 1u : 0u) + q->ngroup)
 				kind = "group";
-			rc = fail(err, errlen,
+			rc = sl_config_fail(err, errlen,
 				  "queries.%s.aggregate.%s: clashes with the %s column '%s'",
 				  q->name, q->aggs[i].name, kind, q->out.cols[j].name);
 			goto out_release;
@@ -1022,14 +1021,14 @@ int sl_config_partition_add(struct sl_query_config *q, const char *name, char *e
 
 	rc = sl_config_column_ref(&q->out, name, -1, &idx, err, errlen);
 	if (rc == SL_ECONFIG)
-		return fail(err, errlen, "'%s' is not a column of the output rows", name);
+		return sl_config_fail(err, errlen, "'%s' is not a column of the output rows", name);
 	if (rc)
 		return rc;
 	if (q->out.cols[idx].type == SL_TYPE_WINDOW)
-		return fail(err, errlen, "cannot partition by the struct column '%s'", name);
+		return sl_config_fail(err, errlen, "cannot partition by the struct column '%s'", name);
 	for (size_t i = 0; i < q->npartition_by; i++)
 		if (q->partition_by[i] == idx)
-			return fail(err, errlen, "duplicate column '%s'", name);
+			return sl_config_fail(err, errlen, "duplicate column '%s'", name);
 	pb = realloc(q->partition_by, (q->npartition_by + 1) * sizeof(*pb));
 	if (!pb)
 		return ENOMEM;
@@ -1061,7 +1060,7 @@ static int kafka_finish(const struct sl_query_config *q, char *err, size_t errle
 			continue;
 		enum sl_type t = q->out.cols[c].type;
 		if (t != cols[i].type && t != cols[i].alt)
-			return fail(err, errlen,
+			return sl_config_fail(err, errlen,
 				    "queries.%s.sink.format: kafka: the %s column is %s, but %s "
 				    "must be %s%s",
 				    q->name, cols[i].name, sl_config_type_name(t), cols[i].name,
@@ -1069,12 +1068,12 @@ static int kafka_finish(const struct sl_query_config *q, char *err, size_t errle
 				    cols[i].alt != cols[i].type ? " or BIGINT" : "");
 	}
 	if (q->kafka_transactional && !q->kafka_topic)
-		return fail(err, errlen,
+		return sl_config_fail(err, errlen,
 			    "queries.%s.sink.topic: required with transactional (one fixed topic, "
 			    "whose partitions recovery reads)",
 			    q->name);
 	if (!q->kafka_topic && sl_config_schema_find(&q->out, "topic") < 0)
-		return fail(err, errlen,
+		return sl_config_fail(err, errlen,
 			    "queries.%s.sink.topic: required when the rows have no topic column",
 			    q->name);
 	return 0;
@@ -1087,14 +1086,14 @@ int sl_config_query_finish(struct sl_query_config *q, char *err, size_t errlen)
 	if (q->sink_format == SL_SINK_KAFKA && (rc = kafka_finish(q, err, errlen)))
 		return rc;
 	if (q->npartition_by && q->npartition_by >= q->out.n)
-		return fail(err, errlen,
+		return sl_config_fail(err, errlen,
 			    "queries.%s.sink.partitionBy: cannot partition by every column: rows "
 			    "would be empty",
 			    q->name);
 	if (q->sink_format == SL_SINK_CSV) {
 		for (size_t i = 0; i < q->out.n; i++)
 			if (q->out.cols[i].type == SL_TYPE_WINDOW)
-				return fail(err, errlen,
+				return sl_config_fail(err, errlen,
 					    "queries.%s.sink.format: csv cannot write the struct "
 					    "column '%s': use json",
 					    q->name, q->out.cols[i].name);
@@ -1114,7 +1113,7 @@ int sl_config_finish(const struct sl_config *c, char *err, size_t errlen)
 			const struct sl_query_config *o = &c->queries[j];
 			if (j == i || !sl_config_path_overlap(&q->source.path, &o->source.path))
 				continue;
-			return fail(err, errlen,
+			return sl_config_fail(err, errlen,
 				    "queries.%s.source.cleanSource: %s needs a path no other query "
 				    "reads, but '%s' overlaps query '%s' ('%s')",
 				    q->name, clean_names[q->source.clean], q->source.path.text,

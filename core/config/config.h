@@ -253,6 +253,13 @@ const char *sl_config_sink_name(enum sl_sink_format f);
 const char *sl_config_type_name(enum sl_type t);
 
 /*
+ * Writes the printf-style message to err (errlen bytes; err may be NULL)
+ * and returns SL_ECONFIG: the config layer's one way to refuse.
+ */
+__attribute__((format(printf, 3, 4))) int sl_config_fail(char *err, size_t errlen,
+							 const char *fmt, ...);
+
+/*
  * Parsers. Each returns 0, SL_ECONFIG when the text is invalid (err then
  * holds one line without a field path, e.g. "unknown unit 'x'"; err may be
  * NULL), or ENOMEM. Outputs are untouched on failure. Thread-safe.

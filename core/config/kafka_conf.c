@@ -12,21 +12,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config.h"
 #include "err.h"
 #include "kafka_conf.h"
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-						      ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return SL_ECONFIG;
-}
 
 /* ---- offsets ---- */
 
@@ -143,26 +131,26 @@ static int string(struct rd *r, char *buf, size_t len, const char *what)
 	size_t n = 0;
 
 	if (!eat(r, '"'))
-		return fail(r->err, r->errlen, "expected %s in double quotes", what);
+		return sl_config_fail(r->err, r->errlen, "expected %s in double quotes", what);
 	while (r->s < r->end && *r->s != '"') {
 		char c = *r->s++;
 		if (c == '\\') {
 			if (r->s >= r->end || !strchr("\"\\/", *r->s))
-				return fail(r->err, r->errlen, "unsupported escape in %s", what);
+				return sl_config_fail(r->err, r->errlen, "unsupported escape in %s", what);
 			c = *r->s++;
 		}
 		if ((unsigned char)c < 0x20)
-			return fail(r->err, r->errlen, "control character in %s", what);
+			return sl_config_fail(r->err, r->errlen, "control character in %s", what);
 		if (n + 1 >= len)
-			return fail(r->err, r->errlen, "%s longer than %zu bytes", what, len - 1);
+			return sl_config_fail(r->err, r->errlen, "%s longer than %zu bytes", what, len - 1);
 		buf[n++] = c;
 	}
 	if (r->s >= r->end)
-		return fail(r->err, r->errlen, "unterminated %s", what);
+		return sl_config_fail(r->err, r->errlen, "unterminated %s", what);
 	r->s++;
 	buf[n] = 0;
 	if (n == 0)
-		return fail(r->err, r->errlen, "empty %s", what);
+		return sl_config_fail(r->err, r->errlen, "empty %s", what);
 	return 0;
 }
 
@@ -172,13 +160,13 @@ static int integer(struct rd *r, int64_t *out, const char *what)
 
 	ws(r);
 	if (r->s >= r->end || !(*r->s == '-' || (*r->s >= '0' && *r->s <= '9')))
-		return fail(r->err, r->errlen, "expected an integer %s", what);
+		return sl_config_fail(r->err, r->errlen, "expected an integer %s", what);
 	errno = 0;
 	/* the text is NUL-ended somewhere after: strtoll stops at the first non-digit */
 	long long v = strtoll(r->s, &e, 10);
 	if (errno || e > r->end || e == r->s ||
 	    (e < r->end && (*e == '.' || *e == 'e' || *e == 'E')))
-		return fail(r->err, r->errlen, "expected an integer %s", what);
+		return sl_config_fail(r->err, r->errlen, "expected an integer %s", what);
 	r->s = e;
 	*out = v;
 	return 0;
@@ -190,7 +178,7 @@ static int partition_of(struct rd *r, const char *text, int32_t *out)
 	errno = 0;
 	long v = strtol(text, &e, 10);
 	if (errno || *e || !text[0] || v < 0 || v > INT32_MAX || (text[0] == '0' && text[1]))
-		return fail(r->err, r->errlen, "partition '%s' is not a partition number", text);
+		return sl_config_fail(r->err, r->errlen, "partition '%s' is not a partition number", text);
 	*out = (int32_t)v;
 	return 0;
 }
@@ -202,16 +190,16 @@ static int topics_object(struct rd *r, struct sl_kafka_offsets *o, bool special,
 	int rc;
 
 	if (!eat(r, '{'))
-		return fail(r->err, r->errlen, "expected a JSON object");
+		return sl_config_fail(r->err, r->errlen, "expected a JSON object");
 	if (eat(r, '}'))
 		return 0;
 	do {
 		if ((rc = string(r, topic, sizeof(topic), "a topic name")))
 			return rc;
 		if (!eat(r, ':'))
-			return fail(r->err, r->errlen, "expected ':' after topic '%s'", topic);
+			return sl_config_fail(r->err, r->errlen, "expected ':' after topic '%s'", topic);
 		if (!eat(r, assign ? '[' : '{'))
-			return fail(r->err, r->errlen, "topic '%s': expected %s", topic,
+			return sl_config_fail(r->err, r->errlen, "topic '%s': expected %s", topic,
 				    assign ? "an array of partitions" : "an object of partitions");
 		if (eat(r, assign ? ']' : '}'))
 			continue;
@@ -222,7 +210,7 @@ static int topics_object(struct rd *r, struct sl_kafka_offsets *o, bool special,
 				if ((rc = integer(r, &off, "partition")))
 					return rc;
 				if (off < 0 || off > INT32_MAX)
-					return fail(r->err, r->errlen,
+					return sl_config_fail(r->err, r->errlen,
 						    "topic '%s': partition %" PRId64
 						    " is not a partition number",
 						    topic, off);
@@ -233,31 +221,31 @@ static int topics_object(struct rd *r, struct sl_kafka_offsets *o, bool special,
 				    (rc = partition_of(r, part, &p)))
 					return rc;
 				if (!eat(r, ':'))
-					return fail(r->err, r->errlen,
+					return sl_config_fail(r->err, r->errlen,
 						    "expected ':' after partition");
 				if ((rc = integer(r, &off, "offset")))
 					return rc;
 				if (off < (special ? SL_KAFKA_EARLIEST : 0))
-					return fail(
+					return sl_config_fail(
 					    r->err, r->errlen,
 					    "%s-%d: offset %" PRId64 " is not %s", topic, p, off,
 					    special ? "an offset, -2 (earliest) or -1 (latest)"
 						    : "an offset");
 			}
 			if (sl_kafka_offsets_find(o, topic, p))
-				return fail(r->err, r->errlen, "%s-%d is given twice", topic, p);
+				return sl_config_fail(r->err, r->errlen, "%s-%d is given twice", topic, p);
 			if ((rc = sl_kafka_offsets_set(o, topic, p, off)))
 				return rc;
 		} while (eat(r, ','));
 		if (!eat(r, assign ? ']' : '}'))
-			return fail(r->err, r->errlen, "topic '%s': expected ',' or '%c'", topic,
+			return sl_config_fail(r->err, r->errlen, "topic '%s': expected ',' or '%c'", topic,
 				    assign ? ']' : '}');
 	} while (eat(r, ','));
 	if (!eat(r, '}'))
-		return fail(r->err, r->errlen, "expected ',' or '}'");
+		return sl_config_fail(r->err, r->errlen, "expected ',' or '}'");
 	ws(r);
 	if (r->s != r->end)
-		return fail(r->err, r->errlen, "text after the JSON object");
+		return sl_config_fail(r->err, r->errlen, "text after the JSON object");
 	return 0;
 }
 
@@ -296,7 +284,7 @@ int sl_kafka_assign_parse(const char *text, size_t len, struct sl_kafka_offsets 
 	int rc = parse_any(text, len, false, true, out, err, errlen);
 	if (rc == 0 && out->n == 0) {
 		sl_kafka_offsets_release(out);
-		return fail(err, errlen, "no topic-partitions to assign");
+		return sl_config_fail(err, errlen, "no topic-partitions to assign");
 	}
 	return rc;
 }
@@ -508,14 +496,14 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		if (!strncmp(k, "kafka.", 6)) {
 			const char *why = refused(k + 6);
 			if (why)
-				rc = fail(err, errlen, "%s", why);
+				rc = sl_config_fail(err, errlen, "%s", why);
 			else if (opts[i].v.kind == SL_CONFIG_V_COMPOSITE ||
 				 !strcmp(opts[i].v.str, "null"))
-				rc = fail(err, errlen,
+				rc = sl_config_fail(err, errlen,
 					  "expected a string, number or boolean, got %s",
 					  opts[i].v.str);
 			else if (!k[6])
-				rc = fail(err, errlen,
+				rc = sl_config_fail(err, errlen,
 					  "expected a Kafka client property after 'kafka.'");
 			else
 				rc = add_kv(c, k + 6, opts[i].v.str);
@@ -526,11 +514,11 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 				snprintf(c->secret_key, sizeof(c->secret_key), "%s", k);
 			}
 		} else if (in_list(k, streaming_only) >= 0) {
-			rc = fail(err, errlen, "ending offsets are not valid in streaming queries");
+			rc = sl_config_fail(err, errlen, "ending offsets are not valid in streaming queries");
 		} else if (in_list(k, not_yet) >= 0) {
-			rc = fail(err, errlen, "not supported by sluice's kafka source");
+			rc = sl_config_fail(err, errlen, "not supported by sluice's kafka source");
 		} else if (in_list(k, known) < 0) {
-			rc = fail(err, errlen, "unknown option");
+			rc = sl_config_fail(err, errlen, "unknown option");
 		}
 	}
 	if (rc)
@@ -548,7 +536,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		if (x) {
 			if (nstrat++) {
 				*bad = k;
-				rc = fail(err, errlen,
+				rc = sl_config_fail(err, errlen,
 					  "only one of 'assign', 'subscribe', 'subscribePattern' "
 					  "may be given");
 				goto fail;
@@ -559,7 +547,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		}
 	}
 	if (!nstrat) {
-		rc = fail(
+		rc = sl_config_fail(
 		    err, errlen,
 		    "one of the options 'assign', 'subscribe', 'subscribePattern' is required");
 		goto fail;
@@ -567,7 +555,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 	*bad = skey;
 	if (c->strategy == SL_KAFKA_ASSIGN) {
 		if (sv->kind != SL_CONFIG_V_COMPOSITE && sv->kind != SL_CONFIG_V_STRING) {
-			rc = fail(err, errlen,
+			rc = sl_config_fail(err, errlen,
 				  "expected e.g. {\"topicA\":[0,1],\"topicB\":[0,1]}, got %s",
 				  sv->str);
 			goto fail;
@@ -575,7 +563,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		char msg[256];
 		rc = sl_kafka_assign_parse(sv->str, strlen(sv->str), &c->assign, msg, sizeof(msg));
 		if (rc == SL_ECONFIG)
-			fail(err, errlen, "%s; expected e.g. {\"topicA\":[0,1],\"topicB\":[0,1]}",
+			sl_config_fail(err, errlen, "%s; expected e.g. {\"topicA\":[0,1],\"topicB\":[0,1]}",
 			     msg);
 		if (rc)
 			goto fail;
@@ -591,7 +579,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 			at += m > 0 ? (size_t)m : 0;
 		}
 		if (at + 3 > sizeof(text)) {
-			rc = fail(err, errlen, "longer than %zu bytes", sizeof(text) - 3);
+			rc = sl_config_fail(err, errlen, "longer than %zu bytes", sizeof(text) - 3);
 			goto fail;
 		}
 		memcpy(text + at, "]}", 3);
@@ -606,7 +594,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 			if ((rc = split_topics(c, s)))
 				goto fail;
 			if (!c->ntopics) {
-				rc = fail(err, errlen, "no topics to subscribe to");
+				rc = sl_config_fail(err, errlen, "no topics to subscribe to");
 				goto fail;
 			}
 		} else {
@@ -616,7 +604,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 			while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
 				b--;
 			if (a == b) {
-				rc = fail(err, errlen, "pattern to subscribe is empty");
+				rc = sl_config_fail(err, errlen, "pattern to subscribe is empty");
 				goto fail;
 			}
 			if (!(c->pattern = strndup(a, (size_t)(b - a)))) {
@@ -636,7 +624,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		if (!strcmp(c->kv[2 * i], "bootstrap.servers") && c->kv[2 * i + 1][0])
 			has_bootstrap = true;
 	if (!has_bootstrap) {
-		rc = fail(err, errlen,
+		rc = sl_config_fail(err, errlen,
 			  "option 'kafka.bootstrap.servers' must be specified for "
 			  "configuring Kafka consumer");
 		goto fail;
@@ -654,7 +642,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 			rc = sl_kafka_offsets_parse(v->str, strlen(v->str), true, &c->start_json,
 						    msg, sizeof(msg));
 			if (rc == SL_ECONFIG)
-				fail(err, errlen,
+				sl_config_fail(err, errlen,
 				     "expected 'earliest', 'latest' or JSON as "
 				     "{\"topicA\":{\"0\":23,\"1\":-1}}: %s",
 				     msg);
@@ -665,7 +653,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 				const struct sl_kafka_tpo *e = &c->assign.e[i];
 				if (!sl_kafka_offsets_find(&c->start_json, e->topic,
 							   e->partition)) {
-					rc = fail(
+					rc = sl_config_fail(
 					    err, errlen,
 					    "if startingOffsets contains specific offsets, you "
 					    "must specify all TopicPartitions: %s-%d is missing",
@@ -674,7 +662,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 				}
 			}
 		} else {
-			rc = fail(err, errlen, "expected 'earliest', 'latest' or JSON, got %s",
+			rc = sl_config_fail(err, errlen, "expected 'earliest', 'latest' or JSON, got %s",
 				  v->str);
 			goto fail;
 		}
@@ -703,7 +691,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 	if (c->min_offsets && c->max_offsets && c->min_offsets > c->max_offsets) {
 		*bad = key = NULL;
 		get(opts, n, "minOffsetsPerTrigger", bad);
-		rc = fail(err, errlen,
+		rc = sl_config_fail(err, errlen,
 			  "the value of minOffsetPerTrigger(%" PRId64
 			  ") is higher than the maxOffsetsPerTrigger(%" PRId64 ")",
 			  c->min_offsets, c->max_offsets);
@@ -732,7 +720,7 @@ int sl_kafka_config_parse(const struct sl_kafka_opt *opts, size_t n, struct sl_k
 		if ((rc = sl_config_value_string(v, &s, err, errlen)))
 			goto fail;
 		if (!s[0]) {
-			rc = fail(err, errlen, "expected a non-empty prefix");
+			rc = sl_config_fail(err, errlen, "expected a non-empty prefix");
 			goto fail;
 		}
 	}
