@@ -727,17 +727,33 @@ static int attr_put_apply(struct sl_txn *t, void *arg)
 static int setattr_node(struct sl_land *l, struct node *n, struct sl_handle *h,
 			const struct sl_setattr *s, struct sl_attr *out)
 {
+	bool joined = false;
 	int rc = 0;
 
 	if (s->flags & SL_SET_SIZE) {
-		pthread_mutex_lock(&l->mu);
-		bool sealed = n->publishing;
-		pthread_mutex_unlock(&l->mu);
+		/*
+		 * A truncate by path is a writer for the length of the call: if
+		 * it is ordered before the last RELEASE it joins that landing
+		 * (the seal waits for it, and it seals if it is the last one);
+		 * after it, EPERM. Checking the seal and then truncating
+		 * without joining let a RELEASE in between land the old bytes
+		 * under a truncate that had succeeded, and one whose landing
+		 * had finished since the lookup truncate the landed blob. The
+		 * attributes of the same call are set before it lets go, so
+		 * that a record it seals holds them.
+		 */
+		bool by_path = !(h && h->write);
 		pthread_mutex_lock(&n->dmu);
 		bool same = s->size == n->size;
 		pthread_mutex_unlock(&n->dmu);
+		pthread_mutex_lock(&l->mu);
+		bool sealed = n->publishing || n->landed; /* landed since our lookup */
+		if (!sealed && by_path && !same)
+			n->writers++;
+		pthread_mutex_unlock(&l->mu);
 		if (sealed && !same)
 			return land_refuse(l, EPERM); /* landed for every caller */
+		joined = by_path && !same;
 		pthread_mutex_lock(&n->dmu);
 		if (n->fd < 0 && s->size > SL_INLINE_MAX)
 			rc = spill(l, n);
@@ -748,7 +764,7 @@ static int setattr_node(struct sl_land *l, struct node *n, struct sl_handle *h,
 		if (rc == 0 && !same)
 			rc = truncate_node(n, s->size);
 		if (rc)
-			return rc;
+			goto out;
 		if (h)
 			h->wrote = true;
 	}
@@ -780,7 +796,11 @@ static int setattr_node(struct sl_land *l, struct node *n, struct sl_handle *h,
 		}
 		pthread_mutex_unlock(&n->rec_mu);
 	}
-	land_attr_of_node(n, out);
+out:
+	if (joined)
+		release_writer(l, n);
+	if (rc == 0)
+		land_attr_of_node(n, out);
 	return rc;
 }
 
@@ -799,6 +819,7 @@ int sl_land_setattr(struct sl_land *l, uint64_t id, struct sl_handle *h,
 	else
 		n = NULL;
 	pthread_mutex_unlock(&l->mu);
+	land_test_gap(); /* the file's RELEASE and publish may finish here */
 	if (n) {
 		rc = setattr_node(l, n, h, s, out);
 		land_unref(l, n);

@@ -664,11 +664,14 @@ def test_append_right_after_close(mounts, tmp_path, request):
     finish(mounts, m, led, mon)
 
 
-def test_truncate_right_after_close(mounts, tmp_path, request):
+@pytest.mark.parametrize("gap_us", GAPS)
+def test_truncate_right_after_close(mounts, tmp_path, request, gap_us):
     """close, then at once O_TRUNC reopen and rewrite, or truncate(2) by path,
-    or bash `>` again: the new content lands, or EPERM and the first does."""
+    or bash `>` again: the new content lands, or EPERM and the first does.
+    With a gap after a truncate's lookup, its file's landing finishes under
+    it: it must get EPERM, never truncate the landed bytes."""
     seed = seed_for(request)
-    m = new_mount(mounts, tmp_path)
+    m = new_mount(mounts, tmp_path, gap_us)
     led = Ledger(seed)
     dirs = worker_dirs(m, "py", WORKERS)
     sdirs = worker_dirs(m, "sh", 2)
@@ -723,13 +726,14 @@ def test_truncate_right_after_close(mounts, tmp_path, request):
 # 2. attributes by path right after close
 # =============================================================================
 
-def test_setattr_right_after_close(mounts, tmp_path, request):
+@pytest.mark.parametrize("gap_us", GAPS)
+def test_setattr_right_after_close(mounts, tmp_path, request, gap_us):
     """close, then at once chmod / utime / chown (same uid, another gid) by
     path, as install, cp -p, shutil.copy2 and scp do: every call succeeds
     whether it meets the file in flight, being published or landed, and the
     file keeps what was set, now and after a remount."""
     seed = seed_for(request)
-    m = new_mount(mounts, tmp_path)
+    m = new_mount(mounts, tmp_path, gap_us)
     led = Ledger(seed)
     dirs = worker_dirs(m, "py", WORKERS)
     sdir = worker_dirs(m, "sh", 1)[0]
