@@ -7,6 +7,7 @@
  * others), shortest first. The first offset is the prefix all keys share.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,51 @@ static void quick(struct pair *v, size_t n, int depth)
 	insertion(v, n);
 }
 
+/*
+ * Sorts v by word, least significant byte first, through tmp (as many
+ * pairs): one pass counts every byte position, then each position whose
+ * bytes are not all equal moves the pairs once. Keys of one batch share
+ * many of their 8 bytes (ids of the same width, the windows of a few
+ * hours), so most sorts take a few passes over memory read in order,
+ * where a comparison sort's partitions read it log2(n) times.
+ */
+static void radix(struct pair *v, size_t n, struct pair *tmp)
+{
+	size_t count[8][256];
+	struct pair *from = v, *to = tmp;
+
+	memset(count, 0, sizeof(count));
+	for (size_t i = 0; i < n; i++) {
+		uint64_t w = v[i].word;
+		for (int b = 0; b < 8; b++)
+			count[b][(w >> (8 * b)) & 0xff]++;
+	}
+	for (int b = 0; b < 8; b++) {
+		size_t *c = count[b], sum = 0;
+		if (c[(v[0].word >> (8 * b)) & 0xff] == n)
+			continue; /* one value at this position: the order stays */
+		for (int x = 0; x < 256; x++) {
+			size_t k = c[x];
+			c[x] = sum;
+			sum += k;
+		}
+		for (size_t i = 0; i < n; i++)
+			to[c[(from[i].word >> (8 * b)) & 0xff]++] = from[i];
+		struct pair *t = from;
+		from = to;
+		to = t;
+	}
+	if (from != v)
+		memcpy(v, from, n * sizeof(*v));
+}
+
+/* sl_ksort()'s copy of each key's first bytes: as big as a pair, in radix()'s room */
+#define HEAD 16
+_Static_assert(sizeof(struct pair) == HEAD, "head[] fills radix()'s room exactly");
+
+/* Below this many pairs, radix()'s counting costs more than it saves. */
+#define RADIX_MIN 512
+
 static int depth_for(size_t n)
 {
 	int depth = 2;
@@ -92,10 +138,11 @@ static int cmp_len(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Sorts v (keys equal before offset at) by their bytes from at on. */
-static void sort_from(struct pair *v, size_t n, size_t at, sl_ksort_key_fn key, const void *ctx)
+/* Sorts v (keys equal before offset at) by their bytes from at on; tmp: n pairs. */
+static void sort_from(struct pair *v, size_t n, size_t at, sl_ksort_key_fn key, const void *ctx,
+		      struct pair *tmp, bool have_words)
 {
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !have_words; i++) {
 		size_t len;
 		const unsigned char *k = key(ctx, v[i].idx, &len);
 		uint64_t w = 0;
@@ -103,7 +150,10 @@ static void sort_from(struct pair *v, size_t n, size_t at, sl_ksort_key_fn key, 
 			w = w << 8 | (at + b < len ? k[at + b] : 0);
 		v[i].word = w;
 	}
-	quick(v, n, depth_for(n));
+	if (n >= RADIX_MIN)
+		radix(v, n, tmp);
+	else
+		quick(v, n, depth_for(n));
 	for (size_t a = 0, b; a < n; a = b) {
 		for (b = a + 1; b < n && v[b].word == v[a].word; b++)
 			;
@@ -120,7 +170,8 @@ static void sort_from(struct pair *v, size_t n, size_t at, sl_ksort_key_fn key, 
 		if (ended > 1)
 			qsort(v + a, ended, sizeof(*v), cmp_len);
 		if (b - a - ended > 1)
-			sort_from(v + a + ended, b - a - ended, at + 8, key, ctx);
+			sort_from(v + a + ended, b - a - ended, at + 8, key, ctx, tmp + a + ended,
+				  false);
 	}
 }
 
@@ -132,9 +183,16 @@ int sl_ksort(uint32_t *idx, size_t n, sl_ksort_key_fn key, const void *ctx)
 
 	if (n < 2)
 		return 0;
-	v = malloc(n * sizeof(*v));
+	v = malloc(2 * n * sizeof(*v)); /* the pairs, then radix()'s room */
 	if (!v)
 		return ENOMEM;
+	/*
+	 * One pass over the keys (in idx's order: a cache miss each) finds
+	 * the shared prefix and keeps each key's first HEAD bytes in radix()'s
+	 * room, so that when the bytes after the prefix lie within them the
+	 * first words come from there, not from a second pass of misses.
+	 */
+	unsigned char (*head)[HEAD] = (void *)(v + n);
 	k0 = key(ctx, idx[0], &len0);
 	skip = len0;
 	for (size_t i = 0; i < n; i++) {
@@ -146,8 +204,17 @@ int sl_ksort(uint32_t *idx, size_t n, sl_ksort_key_fn key, const void *ctx)
 		skip = s;
 		v[i].idx = idx[i];
 		v[i].len = (uint32_t)len;
+		memset(head[i], 0, HEAD);
+		memcpy(head[i], k, len < HEAD ? len : HEAD);
 	}
-	sort_from(v, n, skip, key, ctx);
+	bool have_words = skip + 8 <= HEAD;
+	for (size_t i = 0; i < n && have_words; i++) {
+		uint64_t w = 0;
+		for (size_t b = 0; b < 8; b++)
+			w = w << 8 | head[i][skip + b]; /* zero past the key's end, as sort_from() */
+		v[i].word = w;
+	}
+	sort_from(v, n, skip, key, ctx, v + n, have_words);
 	for (size_t i = 0; i < n; i++)
 		idx[i] = v[i].idx;
 	free(v);

@@ -3,7 +3,8 @@
  * Unit tests of core/ksort.c against qsort with a plain memcmp comparison:
  * keys that share long prefixes, are prefixes of each other, are empty or
  * repeated, differ only past their first 8 bytes after the shared prefix;
- * sorted, reversed and random inputs; sizes around the insertion cut.
+ * sorted, reversed and random inputs; sizes around the insertion and radix
+ * cuts.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -43,7 +44,9 @@ static uint64_t xs(uint64_t *x)
  * n keys of one family: 0 ids after a 12-byte shared prefix ("e0000..."
  * style), 1 a shared prefix then a long shared middle so that the first 8
  * bytes after the prefix tie often, 2 short random keys with repeats and
- * empties, 3 keys that are prefixes of each other.
+ * empties, 3 keys that are prefixes of each other, 4 a shared prefix longer
+ * than the bytes sl_ksort() keeps of each key on its first pass (16), then
+ * random bytes, some keys ending inside those bytes.
  */
 static void make(struct keys *k, size_t n, int family, uint64_t seed)
 {
@@ -72,9 +75,15 @@ static void make(struct keys *k, size_t n, int family, uint64_t seed)
 			for (size_t b = 0; b < len; b++)
 				p[b] = (unsigned char)(xs(&x) % 3); /* 0x00, 0x01, 0x02 */
 			break;
-		default:
+		case 3:
 			len = r % 40;
 			memset(p, 'a', len);
+			break;
+		default:
+			memcpy(p, "shared-prefix-of-20", 20);
+			len = 20 + r % 12;
+			for (size_t b = 20; b < len; b++)
+				p[b] = (unsigned char)xs(&x);
 			break;
 		}
 		k->off[i] = at;
@@ -125,8 +134,9 @@ static void check_against_qsort(struct keys *k, int order)
 
 static void test_families(void)
 {
-	static const size_t sizes[] = {0, 1, 2, 3, 16, 17, 100, 1000, 200000};
-	for (int family = 0; family < 4; family++)
+	/* around the insertion cut (16) and the radix cut (512) */
+	static const size_t sizes[] = {0, 1, 2, 3, 16, 17, 100, 511, 512, 513, 1000, 200000};
+	for (int family = 0; family < 5; family++)
 		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
 			for (int order = 0; order < 3; order++) {
 				struct keys k;
