@@ -102,6 +102,9 @@ struct sl_catalog {
 	uint64_t (*live_hook)(void *ctx);
 	sl_apply_fn group_hook;
 	void *hook_ctx;
+
+	bool zero_ahead;             /* see zero_ahead() */
+	uint64_t used_seen;          /* bytes of data.mdb in use at the last look */
 };
 
 struct sl_txn {
@@ -367,10 +370,13 @@ int sl_catalog_start(struct sl_catalog *cat)
 	char path[4200];
 	if (!cat->rdonly && !(pl && !strcmp(pl, "0")) && mdb_env_get_path(cat->env, &dir) == 0) {
 		snprintf(path, sizeof(path), "%s/data.mdb", dir);
-		cat->witness = open(path, O_RDONLY | O_CLOEXEC);
+		cat->witness = open(path, O_RDWR | O_CLOEXEC); /* writes: zero_ahead() */
 		if (cat->witness >= 0 && mdb_env_set_flags(cat->env, MDB_NOMETASYNC, 1) == 0)
 			cat->pipelined = true;
 	}
+	/* SLUICE_ZERO_AHEAD=0: see zero_ahead() (for measurements) */
+	const char *za = getenv("SLUICE_ZERO_AHEAD");
+	cat->zero_ahead = cat->pipelined && !(za && !strcmp(za, "0"));
 	int rc = pthread_create(&cat->thread, NULL, commit_main, cat);
 	if (rc) {
 		if (cat->pipelined)
@@ -738,10 +744,71 @@ static void fail_committed(struct wreq *group, int rc)
 			r->rc = rc;
 }
 
+/*
+ * Keeps written zeros ahead of the pages LMDB uses. A commit that writes
+ * past data.mdb's end grows the file, and on ext4 (and most file systems)
+ * its fdatasync must then also commit the journal (the new size and the
+ * blocks), which roughly doubles the cost of the flush that every landing
+ * waits for. Blocks that were written once are overwritten in place, and
+ * their flush is only the data's. So while commits are small (landing),
+ * once the file's end comes within half a chunk of the last page in use,
+ * it is extended to a whole chunk past that page (an eighth of the pages
+ * in use, ZERO_MIN to ZERO_MAX), with zeros written in the commit thread
+ * just before an idle flush, which makes them durable too.
+ * Pages past the last one in use are referenced by neither meta page, so
+ * what they hold is never read, after a crash either. A big commit (the
+ * engine's state) grows the file itself, and no chunk follows it at once.
+ * It saves time, never space: no chunk is written while the disk has less
+ * than ZERO_ROOM chunks free, and a write that fails anyway (ENOSPC) is
+ * cut back and zero-ahead stops for the life of the mount.
+ */
+#define ZERO_MIN (4ull << 20)
+#define ZERO_MAX (32ull << 20)
+#define ZERO_ROOM 64 /* chunks of free space, at least, for a chunk to be written */
+
+static void zero_ahead(struct sl_catalog *cat)
+{
+	static const char zeros[1 << 16];
+	MDB_envinfo info;
+	MDB_stat st;
+	struct stat sb;
+
+	if (!cat->zero_ahead || mdb_env_info(cat->env, &info) || mdb_env_stat(cat->env, &st) ||
+	    fstat(cat->witness, &sb))
+		return;
+	uint64_t used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+	uint64_t grew = used > cat->used_seen ? used - cat->used_seen : 0;
+	uint64_t chunk = used / 8 < ZERO_MIN ? ZERO_MIN : used / 8 > ZERO_MAX ? ZERO_MAX : used / 8;
+	uint64_t size = (uint64_t)sb.st_size;
+	cat->used_seen = used;
+	if (size >= used + chunk / 2 || grew >= chunk / 4)
+		return; /* half a chunk ahead still, or a big commit grew it itself */
+	struct statvfs vfs;
+	if (fstatvfs(cat->witness, &vfs) || (uint64_t)vfs.f_bavail * vfs.f_frsize < ZERO_ROOM * chunk)
+		return; /* a small or nearly full disk: its space is worth more */
+	uint64_t from = size > used ? size : used, to = used + chunk;
+	for (uint64_t off = from; off < to;) {
+		size_t n = to - off < sizeof(zeros) ? (size_t)(to - off) : sizeof(zeros);
+		int fe = off > from ? SL_FAULT_ERR("catalog.zero_ahead") : 0;
+		ssize_t w = fe ? -1 : pwrite(cat->witness, zeros, n, (off_t)off);
+		if (w <= 0) {
+			int e = fe ? fe : w < 0 ? errno : EIO;
+			if (ftruncate(cat->witness, (off_t)from))
+				(void)0; /* the zeros past the last page stay: harmless */
+			cat->zero_ahead = false;
+			sl_log(SL_LOG_WARNING, "catalog: writing ahead of its pages failed (%s): "
+			       "landing flushes cost a journal commit more from now on", strerror(e));
+			return;
+		}
+		off += (uint64_t)w;
+	}
+}
+
 static void make_durable(struct sl_catalog *cat, struct wreq **pending)
 {
 	if (!*pending)
 		return;
+	zero_ahead(cat); /* before the flush, which makes the zeros durable too */
 	int rc = durable_sync(cat);
 	if (rc)
 		fail_committed(*pending, rc);

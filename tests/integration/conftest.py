@@ -189,6 +189,17 @@ def mnt(mounts):
 
 
 @pytest.fixture
+def tmpfs_data(request, tmp_path, mounts):
+    """A 64 MiB tmpfs as the data dir; unmounted after the FUSE mounts."""
+    d = tmp_path / "tmpfs"
+    d.mkdir()
+    util.mount_tmpfs(d, "64m")
+    yield d
+    mounts.finish(request)  # unmount FUSE first: the daemon holds files on the tmpfs
+    util.umount_tmpfs(d)
+
+
+@pytest.fixture
 def src(tmp_path):
     """A scratch folder outside the mount for source files."""
     d = tmp_path / "src"

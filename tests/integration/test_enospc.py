@@ -13,17 +13,6 @@ from util import read_file, write_file
 MiB = 1024 * 1024
 
 
-@pytest.fixture
-def tmpfs_data(request, tmp_path, mounts):
-    """A 64 MiB tmpfs as the data dir; unmounted after the FUSE mounts."""
-    d = tmp_path / "tmpfs"
-    d.mkdir()
-    util.mount_tmpfs(d, "64m")
-    yield d
-    mounts.finish(request)  # unmount FUSE first: the daemon holds files on the tmpfs
-    util.umount_tmpfs(d)
-
-
 @pytest.mark.timeout(90)
 @pytest.mark.allow_stderr(r"ENOSPC|No space left|space")
 def test_enospc_poisons_and_frees(tmpfs_data, mounts):

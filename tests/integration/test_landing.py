@@ -294,6 +294,44 @@ def test_concurrent_writers(mnt):
     assert len(inos) == writers * per, "inode numbers (ids) are not distinct"
 
 
+@pytest.mark.timeout(120)
+def test_small_files_land_at_close_while_a_writer_stays_open(mnt):
+    """A writer that keeps its file open (a long upload) while others land
+    small files: every small file lands with its content while the long one
+    is still open, and the long one lands whole at its own close."""
+    writers, per = 4, 40
+    long_fd = os.open(mnt.inp("long.json"), os.O_WRONLY | os.O_CREAT, 0o644)
+    long_lines = []
+    try:
+        def work(w):
+            for i in range(per):
+                p = mnt.inp("s%d-%03d.json" % (w, i))
+                write_file(p, b'{"w": %d, "i": %d}\n' % (w, i))
+            return w
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=writers) as ex:
+            futs = [ex.submit(work, w) for w in range(writers)]
+            while not all(f.done() for f in futs):
+                line = b'{"long": %d}\n' % len(long_lines)
+                os.write(long_fd, line)
+                long_lines.append(line)
+                time.sleep(0.005)
+            assert sorted(f.result() for f in futs) == list(range(writers))
+        deadline = time.monotonic() + 30
+        while mnt.landing()["filesLanded"] < writers * per and time.monotonic() < deadline:
+            time.sleep(0.05)
+        d = mnt.landing()
+        assert d["filesLanded"] == writers * per and d["filesInFlight"] == 1
+        for w in range(writers):
+            for i in range(per):
+                assert read_file(mnt.inp("s%d-%03d.json" % (w, i))) == b'{"w": %d, "i": %d}\n' % (w, i)
+    finally:
+        os.close(long_fd)
+    d = mnt.wait_landed()
+    assert d["filesLanded"] == writers * per + 1
+    assert read_file(mnt.inp("long.json")) == b"".join(long_lines)
+
+
 ODD_NAMES = [
     "with space.json",
     "café ☕.json",

@@ -296,7 +296,10 @@ static void test_failed_write_spares_the_group(void)
 	size_t len;
 
 	CHECK(cat);
+	/* zeros written ahead of the pages would leave the big commit room */
+	setenv("SLUICE_ZERO_AHEAD", "0", 1);
 	CHECK_OK(sl_catalog_start(cat));
+	unsetenv("SLUICE_ZERO_AHEAD");
 	CHECK_OK(sl_catalog_write(cat, bump, NULL));
 	snprintf(path, sizeof(path), "%s/data.mdb", dir);
 	CHECK(stat(path, &st) == 0);
