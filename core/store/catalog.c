@@ -763,7 +763,7 @@ static void fail_committed(struct wreq *group, int rc)
  * cut back and zero-ahead stops for the life of the mount.
  */
 #define ZERO_MIN (4ull << 20)
-#define ZERO_MAX (32ull << 20)
+#define ZERO_MAX (8ull << 20) /* a flush waits for a chunk: keep it short on slow disks */
 #define ZERO_ROOM 64 /* chunks of free space, at least, for a chunk to be written */
 
 static void zero_ahead(struct sl_catalog *cat)
