@@ -79,7 +79,6 @@ static int decode_pieces(struct sl_decoder *dec, const char *path, const char *d
 	size_t nrows = b->nrows, arena = b->arena_len;
 	int rc;
 
-	reserve_rows(b, data, len);
 	if (!mapped || len <= piece)
 		return sl_decode_file(dec, path, data, len, b, st, derr);
 	while (pos < len) {
@@ -114,6 +113,7 @@ static int decode_pieces(struct sl_decoder *dec, const char *path, const char *d
 static void *decode_half(void *arg)
 {
 	struct half *h = arg;
+	reserve_rows(&h->b, h->data, h->len);
 	h->rc = decode_pieces(h->dec, h->path, h->data, h->len, h->mapped, &h->b, &h->st, &h->err);
 	return NULL;
 }
@@ -205,11 +205,11 @@ static int decode_split(struct sl_source *p, struct sl_decoder *dec, const char 
 	/* a cut before "\xEF" could be taken for a BOM, which only starts a file */
 	if (!cuttable(p->q))
 		return sl_decode_file(dec, path, data, len, b, st, derr);
+	reserve_rows(b, data, len); /* all of it: a second half is appended to b */
 	if (!nl || cut >= len || (unsigned char)data[cut] == 0xEF)
 		return decode_pieces(dec, path, data, len, mapped, b, st, derr);
 	if ((rc = half_prepare(p, path)))
 		return rc;
-	reserve_rows(b, data, len); /* both halves: the second is appended to it */
 	h->data = data + cut;
 	h->len = len - cut;
 	h->mapped = mapped;

@@ -475,19 +475,35 @@ void sl_txn_end(struct sl_txn *t)
 
 static void grow_map(struct sl_catalog *cat);
 
-void sl_catalog_make_room(struct sl_catalog *cat, size_t bytes)
+/*
+ * The bytes of data.mdb that the newest commit uses (up to its last page)
+ * and the map's size, read under map_lock: a map being grown by another
+ * thread moves the meta pages these are read from.
+ */
+static int in_use(struct sl_catalog *cat, uint64_t *used, size_t *mapsize)
 {
 	MDB_envinfo info;
 	MDB_stat st;
 
-	if (mdb_env_stat(cat->env, &st))
-		return;
+	pthread_rwlock_rdlock(&cat->map_lock);
+	int rc = mdb_env_stat(cat->env, &st);
+	if (rc == 0)
+		rc = mdb_env_info(cat->env, &info);
+	*mapsize = cat->mapsize;
+	pthread_rwlock_unlock(&cat->map_lock);
+	if (rc == 0)
+		*used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+	return rc;
+}
+
+void sl_catalog_make_room(struct sl_catalog *cat, size_t bytes)
+{
+	uint64_t used;
+	size_t mapsize;
+
 	for (;;) {
-		pthread_rwlock_rdlock(&cat->map_lock);
-		mdb_env_info(cat->env, &info);
-		size_t mapsize = cat->mapsize;
-		pthread_rwlock_unlock(&cat->map_lock);
-		size_t used = ((size_t)info.me_last_pgno + 1) * st.ms_psize;
+		if (in_use(cat, &used, &mapsize))
+			return;
 		if (used <= mapsize && mapsize - used >= bytes)
 			return;
 		grow_map(cat);
@@ -769,14 +785,12 @@ static void fail_committed(struct wreq *group, int rc)
 static void zero_ahead(struct sl_catalog *cat)
 {
 	static const char zeros[1 << 16];
-	MDB_envinfo info;
-	MDB_stat st;
+	uint64_t used;
+	size_t mapsize;
 	struct stat sb;
 
-	if (!cat->zero_ahead || mdb_env_info(cat->env, &info) || mdb_env_stat(cat->env, &st) ||
-	    fstat(cat->witness, &sb))
+	if (!cat->zero_ahead || in_use(cat, &used, &mapsize) || fstat(cat->witness, &sb))
 		return;
-	uint64_t used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
 	uint64_t grew = used > cat->used_seen ? used - cat->used_seen : 0;
 	uint64_t chunk = used / 8 < ZERO_MIN ? ZERO_MIN : used / 8 > ZERO_MAX ? ZERO_MAX : used / 8;
 	uint64_t size = (uint64_t)sb.st_size;
@@ -793,8 +807,8 @@ static void zero_ahead(struct sl_catalog *cat)
 		ssize_t w = fe ? -1 : pwrite(cat->witness, zeros, n, (off_t)off);
 		if (w <= 0) {
 			int e = fe ? fe : w < 0 ? errno : EIO;
-			if (ftruncate(cat->witness, (off_t)from))
-				(void)0; /* the zeros past the last page stay: harmless */
+			/* if the cut fails, zeros past the last page stay: harmless */
+			(void)!ftruncate(cat->witness, (off_t)from);
 			cat->zero_ahead = false;
 			sl_log(SL_LOG_WARNING, "catalog: writing ahead of its pages failed (%s): "
 			       "landing flushes cost a journal commit more from now on", strerror(e));
