@@ -280,6 +280,8 @@ static const unsigned char *seen_key(const void *ctx, uint32_t idx, size_t *len)
 
 int sl_dedup_sort(struct sl_dedup *d)
 {
+	/* every row was looked up: the table's memory goes before the sort's comes */
+	sl_kmap_drop_slots(&d->seen);
 	uint32_t *order = realloc(d->order, (sl_kmap_count(&d->seen) + 1) * sizeof(*order));
 	if (!order)
 		return ENOMEM;

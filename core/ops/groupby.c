@@ -519,6 +519,8 @@ int sl_groupby_end(struct sl_groupby *g, struct sl_txn *t, int64_t wm_ms, struct
 		if (rc < 0 || rc > 1)
 			return rc;
 	}
+	/* the last lookup was walk_closed's: the output and the state's writes get the table's memory */
+	sl_kmap_drop_slots(&g->groups);
 	if (q->output_mode == SL_OUTPUT_COMPLETE) {
 		rc = sl_state_each(t, &g->sp, NULL, 0, walk_all, &w);
 		if (w.rc)

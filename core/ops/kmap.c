@@ -93,8 +93,15 @@ static inline bool same(const struct sl_kmap *m, uint64_t ref, const void *key, 
 
 bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t *idx)
 {
-	if (!m->slots)
+	if (!m->slots) {
+		/* after sl_kmap_drop_slots(): right, if slow */
+		for (size_t i = 0; i < m->n; i++)
+			if (same(m, m->keys[i], key, len)) {
+				*idx = (uint32_t)i;
+				return true;
+			}
 		return false;
+	}
 	uint64_t h = sl_kmap_hash(key, len, 0);
 	uint32_t tag = (uint32_t)(h >> 32);
 	for (size_t s = h & m->mask;; s = (s + 1) & m->mask) {
@@ -108,28 +115,39 @@ bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t
 	}
 }
 
-/* Doubles the slots (or makes the first 1024) and re-inserts every key. */
+/*
+ * Doubles the slots (or makes the first 1024, or as many as the keys need
+ * after sl_kmap_drop_slots()) and inserts every key again, from keys[].
+ */
 static int rehash(struct sl_kmap *m)
 {
 	size_t nslots = m->slots ? (m->mask + 1) * 2 : 1024;
+	while ((m->n + 1) * 4 > nslots * 3)
+		nslots *= 2;
 	struct sl_kmap_slot *slots = slots_alloc(nslots);
 	if (!slots)
 		return ENOMEM;
 	size_t mask = nslots - 1;
-	for (size_t i = 0; m->slots && i <= m->mask; i++) {
-		struct sl_kmap_slot sl = m->slots[i];
-		if (!sl.idx)
-			continue;
+	for (size_t i = 0; i < m->n; i++) {
+		uint64_t ref = m->keys[i];
 		/* the low half of the hash was not kept: hash the key again */
-		size_t s = sl_kmap_hash(m->arena + (sl.ref >> 24), sl.ref & SL_KMAP_KEY_MAX, 0) & mask;
+		uint64_t h = sl_kmap_hash(m->arena + (ref >> 24), ref & SL_KMAP_KEY_MAX, 0);
+		size_t s = h & mask;
 		while (slots[s].idx)
 			s = (s + 1) & mask;
-		slots[s] = sl;
+		slots[s] = (struct sl_kmap_slot){(uint32_t)(h >> 32), (uint32_t)i + 1, ref};
 	}
 	free(m->slots);
 	m->slots = slots;
 	m->mask = mask;
 	return 0;
+}
+
+void sl_kmap_drop_slots(struct sl_kmap *m)
+{
+	free(m->slots);
+	m->slots = NULL;
+	m->mask = 0;
 }
 
 int sl_kmap_upsert(struct sl_kmap *m, const void *key, size_t len, uint32_t *idx, bool *added)

@@ -96,6 +96,16 @@ uint32_t sl_kmap_peek(const struct sl_kmap *m, uint64_t h);
 /* Finds key: true with *idx set, or false. */
 bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t *idx);
 
+/*
+ * Gives the slot table back, keeping the keys (sl_kmap_key() and
+ * sl_kmap_count() still answer): for when a batch's lookups are over and
+ * its keys are only read in order, so that a sort or the state's writes
+ * that follow do not add their memory to the table's. An upsert builds
+ * the table again from the keys; sl_kmap_find() stays right meanwhile but
+ * reads every key, and sl_kmap_peek() finds nothing (it is a hint).
+ */
+void sl_kmap_drop_slots(struct sl_kmap *m);
+
 /* Number of keys. */
 static inline size_t sl_kmap_count(const struct sl_kmap *m) { return m->n; }
 

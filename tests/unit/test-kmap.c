@@ -182,6 +182,66 @@ static void test_clear_and_reuse(void)
 	sl_kmap_release(&m);
 }
 
+/*
+ * sl_kmap_drop_slots(): the keys stay readable in order; find stays right
+ * (by a scan) for present and absent keys; the next upsert builds the table
+ * from the keys, so a key added before the drop is found, not added again;
+ * clear and reserve make a map for the next batch.
+ */
+static void test_drop_slots(void)
+{
+	struct sl_kmap m;
+	unsigned char buf[4 + MAXTAIL];
+	uint32_t idx;
+	bool added;
+	size_t len, klen;
+
+	sl_kmap_init(&m);
+	sl_kmap_drop_slots(&m); /* on an empty map: nothing to give back */
+	CHECK(sl_kmap_bytes(&m) == 0 && !sl_kmap_find(&m, "", 0, &idx));
+	for (uint32_t i = 0; i < 30000; i++) {
+		len = rkey(i, buf);
+		CHECK_OK(sl_kmap_upsert(&m, buf, len, &idx, &added));
+	}
+	size_t before = sl_kmap_bytes(&m);
+	sl_kmap_drop_slots(&m);
+	CHECK(sl_kmap_count(&m) == 30000);
+	CHECK(sl_kmap_bytes(&m) < before);
+	for (uint32_t i = 0; i < 30000; i++) {
+		len = rkey(i, buf);
+		const unsigned char *k = sl_kmap_key(&m, i, &klen);
+		CHECK(klen == len && !memcmp(k, buf, len));
+	}
+	for (uint32_t i = 0; i < 30000; i += 997) {
+		len = rkey(i, buf);
+		CHECK(sl_kmap_find(&m, buf, len, &idx) && idx == i);
+	}
+	len = rkey(30000, buf);
+	CHECK(!sl_kmap_find(&m, buf, len, &idx));
+	CHECK(sl_kmap_peek(&m, sl_kmap_hash_key(buf, len)) == 0);
+	/* upserts after the drop: old keys found again, new ones added after them */
+	for (uint32_t i = 0; i < 40000; i++) {
+		len = rkey(i, buf);
+		CHECK_OK(sl_kmap_upsert(&m, buf, len, &idx, &added));
+		CHECK(idx == i && added == (i >= 30000));
+	}
+	CHECK(sl_kmap_count(&m) == 40000);
+	for (uint32_t i = 0; i < 40000; i++) {
+		len = rkey(i, buf);
+		CHECK(sl_kmap_find(&m, buf, len, &idx) && idx == i);
+	}
+	/* the next batch: cleared and reserved after a drop */
+	sl_kmap_drop_slots(&m);
+	sl_kmap_clear(&m);
+	CHECK_OK(sl_kmap_reserve(&m, 5000));
+	CHECK(sl_kmap_count(&m) == 0);
+	len = rkey(3, buf);
+	CHECK(!sl_kmap_find(&m, buf, len, &idx));
+	CHECK_OK(sl_kmap_upsert(&m, buf, len, &idx, &added));
+	CHECK(added && idx == 0);
+	sl_kmap_release(&m);
+}
+
 static void test_key_too_long(void)
 {
 	struct sl_kmap m;
@@ -269,6 +329,7 @@ int main(void)
 {
 	test(test_many_keys);
 	test(test_clear_and_reuse);
+	test(test_drop_slots);
 	test(test_key_too_long);
 	test(test_hash_seed);
 	return test_exit();
