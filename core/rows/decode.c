@@ -80,7 +80,7 @@ int sl_decode_stats_init(struct sl_decode_stats *st, size_t ncols)
 
 void sl_decode_stats_reset(struct sl_decode_stats *st)
 {
-	st->lines = st->rows = st->malformed = st->dropped = 0;
+	st->lines = st->rows = st->malformed = st->dropped = st->read_lines = 0;
 	if (st->null_counts)
 		memset(st->null_counts, 0, st->ncols * sizeof(*st->null_counts));
 }
@@ -846,8 +846,11 @@ int sl_decode_file(struct sl_decoder *d, const char *path, const char *data, siz
 	}
 	if (need_header && d->format == SL_SOURCE_CSV)
 		rc = csv_map(d, NULL, 0); /* a file of blank lines: nothing to map */
-	if (!rc)
+	if (!rc) {
+		if (st)
+			st->read_lines += lineno;
 		return 0;
+	}
 restore:
 	b->nrows = nrows;
 	b->arena_len = arena;

@@ -23,6 +23,7 @@ struct sl_decode_stats {
 	uint64_t rows;	       /* rows appended to the batch */
 	uint64_t malformed;    /* numMalformedRows: malformed records, kept or dropped */
 	uint64_t dropped;      /* malformed records left out (DROPMALFORMED) */
+	uint64_t read_lines;   /* lines of the calls that succeeded, blank ones and headers too */
 	uint64_t *null_counts; /* per schema column: null values in NOT NULL columns (others 0) */
 	size_t ncols;	       /* entries in null_counts */
 };

@@ -44,6 +44,20 @@ static uint64_t lines_before(const char *data, size_t end)
 }
 
 #define PIECE (8u << 20) /* bytes of a mapped file decoded before their pages are dropped */
+
+/*
+ * Gives back the whole pages inside [p, p + len), decoded and not read
+ * again: a file mapping's come back from the page cache if touched, an
+ * anonymous buffer's as zeros. The partial pages at either end stay (a
+ * neighbour may still be decoding or writing there).
+ */
+static void drop_pages(const char *p, size_t len)
+{
+	uintptr_t from = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+	uintptr_t to = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+	if (to > from)
+		madvise((void *)from, to - from, MADV_DONTNEED);
+}
 #define SAMPLE (256u << 10) /* bytes whose line ends estimate a big input's rows */
 
 /*
@@ -65,11 +79,13 @@ static void reserve_rows(struct sl_batch *b, const char *data, size_t len)
 }
 
 /*
- * sl_decode_file() over data, as one call would do it; when the data is a
- * file mapping, piece by piece (cut at line ends), each piece's pages given
- * back once decoded: the strings a batch keeps are copies, so a big input
- * never has to be resident whole (peak RSS: a piece per thread, not the
- * file). Only for data that may be cut (cuttable()).
+ * sl_decode_file() over data, as one call would do it; when the data may be
+ * dropped (a file mapping, or a decompressed buffer read once), piece by
+ * piece (cut at line ends), each piece's pages given back once decoded:
+ * the strings a batch keeps are copies, so a big input never has to be
+ * resident whole (peak RSS: a piece per thread, not the file). A FAILFAST
+ * line is numbered from the lines the pieces before it read (st), never by
+ * reading pages given back. Only for data that may be cut (cuttable()).
  */
 static int decode_pieces(struct sl_decoder *dec, const char *path, const char *data, size_t len,
 			 bool mapped, struct sl_batch *b, struct sl_decode_stats *st,
@@ -77,6 +93,7 @@ static int decode_pieces(struct sl_decoder *dec, const char *path, const char *d
 {
 	size_t pos = 0, piece = SL_FAULT_SIZE("decode.piece", PIECE);
 	size_t nrows = b->nrows, arena = b->arena_len;
+	uint64_t lines0 = st->read_lines;
 	int rc;
 
 	if (!mapped || len <= piece)
@@ -93,18 +110,14 @@ static int decode_pieces(struct sl_decoder *dec, const char *path, const char *d
 		}
 		rc = sl_decode_file(dec, path, data + pos, cut - pos, b, st, derr);
 		if (rc == SL_EMALFORMED && derr)
-			derr->line += lines_before(data, pos);
+			derr->line += st->read_lines - lines0;
 		if (rc) {
 			/* as sl_decode_file(): b as it was on entry */
 			b->nrows = nrows;
 			b->arena_len = arena;
 			return rc;
 		}
-		/* whole pages of what was decoded (data is page-aligned: a mapping) */
-		uintptr_t from = ((uintptr_t)data + pos + 4095) & ~(uintptr_t)4095;
-		uintptr_t to = ((uintptr_t)data + cut) & ~(uintptr_t)4095;
-		if (to > from)
-			madvise((void *)from, to - from, MADV_DONTNEED);
+		drop_pages(data + pos, cut - pos);
 		pos = cut;
 	}
 	return 0;
@@ -155,16 +168,17 @@ static int half_prepare(struct sl_source *p, const char *path)
 }
 
 /*
- * After the second decoder did data[cut, ...) (this thread the part before,
- * with result rc): its rows appended after this thread's, its counters
- * added, its FAILFAST line numbered in the whole file.
+ * After the second decoder did the part after the cut (this thread the
+ * part before, which read before_cut lines, with result rc): its rows
+ * appended after this thread's, its counters added, its FAILFAST line
+ * numbered in the whole file.
  */
-static int join_half(struct half *h, const char *data, size_t cut, int rc, struct sl_batch *b,
+static int join_half(struct half *h, uint64_t before_cut, int rc, struct sl_batch *b,
 		     struct sl_decode_stats *st, struct sl_decode_error *derr)
 {
 	if (rc == 0 && h->rc == SL_EMALFORMED) {
 		*derr = h->err;
-		derr->line += lines_before(data, cut);
+		derr->line += before_cut;
 	}
 	if (rc == 0)
 		rc = h->rc;
@@ -174,6 +188,7 @@ static int join_half(struct half *h, const char *data, size_t cut, int rc, struc
 		st->rows += h->st.rows;
 		st->malformed += h->st.malformed;
 		st->dropped += h->st.dropped;
+		st->read_lines += h->st.read_lines;
 		for (size_t c = 0; c < st->ncols && c < h->st.ncols; c++)
 			st->null_counts[c] += h->st.null_counts[c];
 	}
@@ -210,6 +225,7 @@ static int decode_split(struct sl_source *p, struct sl_decoder *dec, const char 
 		return decode_pieces(dec, path, data, len, mapped, b, st, derr);
 	if ((rc = half_prepare(p, path)))
 		return rc;
+	uint64_t lines0 = st->read_lines;
 	h->data = data + cut;
 	h->len = len - cut;
 	h->mapped = mapped;
@@ -225,7 +241,7 @@ static int decode_split(struct sl_source *p, struct sl_decoder *dec, const char 
 	 */
 	if (mapped)
 		madvise((void *)data, len, MADV_DONTNEED);
-	return join_half(h, data, cut, rc, b, st, derr);
+	return join_half(h, st->read_lines - lines0, rc, b, st, derr);
 }
 
 /*
@@ -233,7 +249,9 @@ static int decode_split(struct sl_source *p, struct sl_decoder *dec, const char 
  * what has arrived, up to its last line end; once all of it is there, the
  * rest is cut in two at a line end and the second thread decodes the
  * latter part. Decompression and decoding overlap instead of following
- * each other, and the result is sl_decode_file()'s over the whole.
+ * each other, and the result is sl_decode_file()'s over the whole. The
+ * buffer's pages go as they are decoded, as a mapped file's do: the
+ * decompressed file is not resident whole beside the batch it becomes.
  */
 #define ZPIECE (8u << 20) /* decompressed bytes this thread waits for before decoding */
 
@@ -282,6 +300,7 @@ static void *zpipe_main(void *arg)
 	if (rc == 0 && from < z->size) {
 		h->data = z->buf + from;
 		h->len = z->size - from;
+		h->mapped = true; /* read once: its pages go as it is decoded */
 		decode_half(h);
 	}
 	return NULL;
@@ -324,6 +343,7 @@ static int decode_zst(struct sl_source *p, struct sl_decoder *dec, const char *p
 	}
 	size_t piece = SL_FAULT_SIZE("zst.piece", ZPIECE);
 	size_t pos = 0, want = piece;
+	uint64_t lines0 = st->read_lines; /* + the lines before pos */
 	for (;;) {
 		pthread_mutex_lock(&z.mu);
 		while (!z.done && z.avail < want)
@@ -348,12 +368,13 @@ static int decode_zst(struct sl_source *p, struct sl_decoder *dec, const char *p
 					cut = (size_t)(nl + 1 - z.buf);
 			}
 			zpipe_tail(&z, cut, false);
-			rc = sl_decode_file(dec, path, z.buf + pos, cut - pos, b, st, derr);
+			uint64_t before = st->read_lines - lines0;
+			rc = decode_pieces(dec, path, z.buf + pos, cut - pos, true, b, st, derr);
 			if (rc == SL_EMALFORMED)
-				derr->line += lines_before(z.buf, pos);
+				derr->line += before;
 			pthread_join(th, NULL);
 			if (cut < size)
-				rc = join_half(z.h, z.buf, cut, rc, b, st, derr);
+				rc = join_half(z.h, st->read_lines - lines0, rc, b, st, derr);
 			goto out;
 		}
 		/* the complete lines that arrived, not cut before "\xEF" (a BOM's first byte) */
@@ -367,10 +388,12 @@ static int decode_zst(struct sl_source *p, struct sl_decoder *dec, const char *p
 		rc = sl_decode_file(dec, path, z.buf + pos, (size_t)(end + 1 - z.buf) - pos, b, st, derr);
 		if (rc) {
 			if (rc == SL_EMALFORMED)
-				derr->line += lines_before(z.buf, pos);
+				derr->line += st->read_lines - lines0;
 			zpipe_tail(&z, size, true);
 			break;
 		}
+		/* decoded: the strings kept are copies, the decompressor writes past avail */
+		drop_pages(z.buf + pos, (size_t)(end + 1 - z.buf) - pos);
 		pos = (size_t)(end + 1 - z.buf);
 		want = pos + piece;
 	}
