@@ -344,6 +344,12 @@ static int decode_zst(struct sl_source *p, struct sl_decoder *dec, const char *p
 	size_t piece = SL_FAULT_SIZE("zst.piece", ZPIECE);
 	size_t pos = 0, want = piece;
 	uint64_t lines0 = st->read_lines; /* + the lines before pos */
+	/*
+	 * A test build's knob: pieces of at most piece bytes and, after that
+	 * many, a wait for the whole: where each part starts is then the same
+	 * in every run, whatever the decompressor's speed.
+	 */
+	size_t hold = SL_FAULT_SIZE("zst.hold_after", 0), npieces = 0;
 	for (;;) {
 		pthread_mutex_lock(&z.mu);
 		while (!z.done && z.avail < want)
@@ -358,7 +364,7 @@ static int decode_zst(struct sl_source *p, struct sl_decoder *dec, const char *p
 			zpipe_tail(&z, size, true);
 			break;
 		}
-		if (done) {
+		if (done && (!hold || npieces >= hold || size - pos <= piece)) {
 			/* all there: the rest in two, the latter for the second thread */
 			size_t cut = size;
 			if (size - pos >= 2 * piece) {
@@ -378,11 +384,14 @@ static int decode_zst(struct sl_source *p, struct sl_decoder *dec, const char *p
 			goto out;
 		}
 		/* the complete lines that arrived, not cut before "\xEF" (a BOM's first byte) */
+		if (hold && avail > pos + piece)
+			avail = pos + piece;
 		const char *end = avail > pos + 1 ? memrchr(z.buf + pos, '\n', avail - 1 - pos) : NULL;
 		while (end && (unsigned char)end[1] == 0xEF)
 			end = end > z.buf + pos ? memrchr(z.buf + pos, '\n', (size_t)(end - z.buf) - pos) : NULL;
 		if (!end) {
 			want = avail + 1; /* a long line: wait for its end */
+			hold = done ? 0 : hold; /* (the knob's cap: no end to wait for) */
 			continue;
 		}
 		rc = sl_decode_file(dec, path, z.buf + pos, (size_t)(end + 1 - z.buf) - pos, b, st, derr);
@@ -395,7 +404,7 @@ static int decode_zst(struct sl_source *p, struct sl_decoder *dec, const char *p
 		/* decoded: the strings kept are copies, the decompressor writes past avail */
 		drop_pages(z.buf + pos, (size_t)(end + 1 - z.buf) - pos);
 		pos = (size_t)(end + 1 - z.buf);
-		want = pos + piece;
+		want = ++npieces == hold ? SIZE_MAX : pos + piece;
 	}
 	pthread_join(th, NULL);
 out:

@@ -886,6 +886,40 @@ def test_big_zst_failfast_names_the_line(tmp_path, line, pieces):
     assert "'in/dev/big.json.zst' line %d:" % line in p.stderr, p.stderr
 
 
+# a test build's knob: 10 pieces of at most 4 KiB decoded while the file is
+# decompressed, then a wait for all of it: the rest is decoded by this
+# thread (in pieces of 64 KiB) up to the cut, by the second thread after it
+HOLD_PIECES = {"SLUICE_FAULT_SIZE":
+               "zst.feed:4096,zst.piece:4096,zst.hold_after:10,decode.piece:65536"}
+
+
+@pytest.mark.parametrize("line", [300, 50000, 200000, 290000])
+def test_big_zst_failfast_after_the_whole_arrived(tmp_path, line):
+    """The decompressed pages go as they are decoded; a FAILFAST line is
+    still numbered in the whole file. With the knob the parts are the same
+    in every run: ten pieces decoded while decompressing (about 440 lines:
+    300), then this thread's part up to the middle of the rest (50000, in
+    a later 64 KiB piece of it), then the second thread's (200000 and
+    290000). Zeroing the lines counted before any one part fails its case
+    (tried by hand for each)."""
+    if not util.faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    n = 300000
+    data = str(tmp_path / "data")
+    write_config(data, {"dev": (json_source("id BIGINT, pad STRING", mode="FAILFAST"), None)})
+    src = tmp_path / "src"
+    src.mkdir()
+    land(data, zstd_sized(str(src / "big.json.zst"), big_json(n, bad={line})))
+    p = run_env(data, HOLD_PIECES, expect=1)
+    assert "'in/dev/big.json.zst' line %d:" % line in p.stderr, p.stderr
+    # and without the bad line, every row in order
+    data2 = str(tmp_path / "data2")
+    write_config(data2, {"dev": (json_source("id BIGINT, pad STRING"), None)})
+    land(data2, zstd_sized(str(src / "good.json.zst"), big_json(n)))
+    p = run_env(data2, HOLD_PIECES)
+    assert p.stdout == "dev: 1 batches, %d rows\n" % n, p.stdout
+
+
 def test_big_zst_truncated_stops_the_query(tmp_path):
     """A big .zst cut short (its header still says the full size) is not
     valid zstd: the query stops and names the file; nothing commits."""
