@@ -161,7 +161,7 @@ int sl_land_create(struct sl_land *l, uint64_t parent, const char *name, uint32_
 	n->writers = 1;
 	n->refs = 2; /* named + the handle */
 	pthread_mutex_init(&n->dmu, NULL);
-	pthread_mutex_init(&n->rec_mu, NULL);
+	pthread_cond_init(&n->rec_cv, NULL);
 
 	pthread_rwlock_rdlock(&l->op);
 	if ((rc = sl_catalog_read(l->cat, &t)))
@@ -495,30 +495,102 @@ int sl_land_write_done(struct sl_handle *h, size_t size, off_t off, int err)
 	return 0;
 }
 
-int sl_land_flush(struct sl_handle *h)
+/* A FLUSH whose record was queued: its version counts as flushed once durable. */
+struct flush {
+	struct node *n;
+	uint64_t version;
+	void (*done)(void *ctx, int rc);
+	void *ctx;
+};
+
+static void flush_done(void *arg, int rc)
+{
+	struct flush *f = arg;
+	void (*done)(void *, int) = f->done;
+	void *ctx = f->ctx;
+
+	if (rc == 0) {
+		/* a folder renamed to a final name takes the files flushed so far */
+		pthread_mutex_lock(&f->n->dmu);
+		if (f->version > f->n->flushed_version)
+			f->n->flushed_version = f->version;
+		pthread_mutex_unlock(&f->n->dmu);
+	}
+	free(f);
+	done(ctx, rc);
+}
+
+int sl_land_flush_async(struct sl_handle *h, void (*done)(void *ctx, int rc), void *ctx,
+			bool *pending)
 {
 	struct sl_land *l = h->l;
+	struct flush *f;
+	bool queued;
 	int rc;
 
+	*pending = false;
 	if (!h->n || !h->write)
 		return 0;
 	if ((rc = atomic_load(&h->n->poison)))
 		return rc;
 	if (!h->wrote)
 		return 0;
-	/* a folder renamed to a final name takes the files flushed so far */
+	if (!(f = malloc(sizeof(*f))))
+		return ENOMEM;
+	*f = (struct flush){.n = h->n, .done = done, .ctx = ctx};
 	pthread_mutex_lock(&h->n->dmu);
-	uint64_t version = h->n->version;
+	f->version = h->n->version;
 	pthread_mutex_unlock(&h->n->dmu);
 	pthread_rwlock_rdlock(&l->op);
-	rc = land_record_locked(l, h->n, false);
+	rc = land_record_queue(l, h->n, flush_done, f, &queued);
 	pthread_rwlock_unlock(&l->op);
+	if (queued) {
+		*pending = true;
+		return 0;
+	}
 	if (rc == 0) {
 		pthread_mutex_lock(&h->n->dmu);
-		if (version > h->n->flushed_version)
-			h->n->flushed_version = version;
+		if (f->version > h->n->flushed_version)
+			h->n->flushed_version = f->version;
 		pthread_mutex_unlock(&h->n->dmu);
 	}
+	free(f);
+	return rc;
+}
+
+/* sl_land_flush(): the async one, waited for. */
+struct flush_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int rc;
+};
+
+static void flush_waited(void *ctx, int rc)
+{
+	struct flush_wait *w = ctx;
+	pthread_mutex_lock(&w->mu);
+	w->rc = rc;
+	w->done = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+int sl_land_flush(struct sl_handle *h)
+{
+	struct flush_wait w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	bool pending;
+	int rc = sl_land_flush_async(h, flush_waited, &w, &pending);
+
+	if (pending) {
+		pthread_mutex_lock(&w.mu);
+		while (!w.done)
+			pthread_cond_wait(&w.cv, &w.mu);
+		rc = w.rc;
+		pthread_mutex_unlock(&w.mu);
+	}
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
 	return rc;
 }
 
@@ -774,7 +846,7 @@ static int setattr_node(struct sl_land *l, struct node *n, struct sl_handle *h,
 		 * attributes, or the put below follows it. A recorded file's
 		 * attributes are durable when the call returns, like a landed one's.
 		 */
-		pthread_mutex_lock(&n->rec_mu);
+		land_rec_lock(n);
 		struct sl_inode i;
 		land_attrs_to_inode(n, &i);
 		set_attrs(s, &i, true);
@@ -794,7 +866,7 @@ static int setattr_node(struct sl_land *l, struct node *n, struct sl_handle *h,
 			struct attr_put a = {.id = n->id, .n = n};
 			rc = sl_catalog_write(l->cat, attr_put_apply, &a);
 		}
-		pthread_mutex_unlock(&n->rec_mu);
+		land_rec_unlock(n);
 	}
 out:
 	if (joined)
@@ -827,7 +899,7 @@ int sl_land_setattr(struct sl_land *l, uint64_t id, struct sl_handle *h,
 	}
 
 	/* landed files and folders: their records */
-	pthread_rwlock_wrlock(&l->op);
+	land_op_excl(l);
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		goto unlock;
 	rc = sl_txn_inode_get(t, id, &a.ino);

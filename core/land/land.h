@@ -132,6 +132,15 @@ int sl_land_write(struct sl_handle *h, const void *buf, size_t size, off_t off);
 int sl_land_write_fd(struct sl_handle *h, size_t size, off_t off, uint32_t uid, int *fd);
 int sl_land_write_done(struct sl_handle *h, size_t size, off_t off, int err);
 int sl_land_flush(struct sl_handle *h);
+/*
+ * sl_land_flush() for a caller that must not wait (a FUSE worker): when it
+ * returns with *pending true, done(ctx, rc) is called exactly once with
+ * the result, on the catalog's commit thread once the record is durable
+ * (or on this thread before it returns); otherwise the result is returned
+ * and done is never called. The handle stays open until done.
+ */
+int sl_land_flush_async(struct sl_handle *h, void (*done)(void *ctx, int rc), void *ctx,
+			bool *pending);
 int sl_land_fsync(struct sl_handle *h);
 void sl_land_release(struct sl_handle *h);
 int sl_land_fallocate(struct sl_handle *h, int mode, off_t off, off_t len);

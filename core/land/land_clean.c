@@ -142,7 +142,7 @@ int sl_land_clean(struct sl_land *l, const uint64_t *ids, size_t n, bool archive
 			rc = sl_catalog_next_id(l->cat, &c.m[k].dir_ids[d]);
 	}
 	/* namespace changes are exclusive of FLUSH records and renames */
-	pthread_rwlock_wrlock(&l->op);
+	land_op_excl(l);
 	if (rc == 0)
 		rc = sl_catalog_write_freeing(l->cat, clean_apply, &c);
 	pthread_rwlock_unlock(&l->op);

@@ -300,9 +300,9 @@ static int make_members_durable(struct sl_land *l, struct move *mv)
 		struct member *m = &mv->m[k];
 		if (!m->join)
 			continue;
-		pthread_mutex_lock(&m->n->rec_mu);
+		land_rec_lock(m->n);
 		rc = land_make_durable(l, m->n, &m->r, &m->version, !one_sync);
-		pthread_mutex_unlock(&m->n->rec_mu);
+		land_rec_unlock(m->n);
 		m->r.l = l;
 		m->r.n = m->n;
 		pthread_mutex_lock(&l->mu);

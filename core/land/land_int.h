@@ -25,6 +25,8 @@ struct sl_land {
 	bool strict;
 	pthread_rwlock_t op;        /* see the lock order in land_node.c */
 	pthread_mutex_t mu;
+	unsigned records_queued;    /* records a FLUSH queued under op shared (mu) */
+	pthread_cond_t records_cv;  /* records_queued fell to 0 */
 	struct node **by_id;        /* in-flight files by id (NBUCKET chains) */
 	struct node **by_name;      /* named in-flight files by (parent, name) */
 	atomic_ulong *in_flight;    /* in the shared page of DATA_DIR/lock */
@@ -86,9 +88,10 @@ struct node {
 	struct bundle *bundle; /* the folder landing it waits with, or NULL */
 	struct node *id_next, *name_next;
 
-	pthread_mutex_t rec_mu;
 	/* guarded by dmu */
 	pthread_mutex_t dmu;
+	bool rec_busy;      /* the record lock (land_rec_lock): taken */
+	pthread_cond_t rec_cv;
 	unsigned char *buf; /* staged bytes while fd < 0 */
 	size_t cap;
 	int fd;             /* staged blob, -1 until spilled */
@@ -176,7 +179,7 @@ int land_cancel_apply(struct sl_txn *t, void *arg);
 /*
  * Fills r from n's bytes, made durable (fsync of a staged blob) unless
  * !sync, when the caller makes them durable itself (sl_blobs_syncfs).
- * n->rec_mu held.
+ * n's record lock held.
  */
 int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t *version,
 		      bool sync);
@@ -187,6 +190,21 @@ void land_poison(struct sl_land *l, struct node *n, int err);
  * recorded at this version already. l->op held.
  */
 int land_record_locked(struct sl_land *l, struct node *n, bool force);
+/*
+ * land_record_locked() without waiting (force false): *queued true when the
+ * record's commit was queued, and done(ctx, rc) is then called once it is
+ * durable or failed, on the commit thread (or before this returns), with
+ * n's record lock let go and l->op's exclusive side (land_op_excl) held
+ * off until then; *queued false: nothing was queued, the result is
+ * returned and done is never called. l->op held shared.
+ */
+int land_record_queue(struct sl_land *l, struct node *n, void (*done)(void *ctx, int rc),
+		      void *ctx, bool *queued);
+/* The record lock of n: taken by one thread, it may be let go by another. */
+void land_rec_lock(struct node *n);
+void land_rec_unlock(struct node *n);
+/* l->op exclusive, once every record queued under it shared is finished. */
+void land_op_excl(struct sl_land *l);
 /*
  * Queues the landing of the sealed files v[0..n) (no writer left, recorded,
  * publishing set) in one group commit, and steals one reference of each.

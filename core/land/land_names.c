@@ -68,7 +68,7 @@ int sl_land_mkdir(struct sl_land *l, uint64_t parent, const char *name, uint32_t
 	m.ino.mtime_ns = m.ino.ctime_ns = land_now_ns();
 	strcpy(m.ino.name, name);
 
-	pthread_rwlock_wrlock(&l->op);
+	land_op_excl(l);
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		goto unlock;
 	rc = land_check_dir(t, parent);
@@ -115,7 +115,7 @@ int sl_land_rmdir(struct sl_land *l, uint64_t parent, const char *name)
 	uint64_t id;
 	int rc;
 
-	pthread_rwlock_wrlock(&l->op);
+	land_op_excl(l);
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		goto unlock;
 	rc = sl_txn_dirent_get(t, parent, name, &id);
@@ -173,7 +173,7 @@ int sl_land_unlink(struct sl_land *l, uint64_t parent, const char *name)
 	uint64_t id;
 	int rc = 0;
 
-	pthread_rwlock_wrlock(&l->op);
+	land_op_excl(l);
 	pthread_mutex_lock(&l->mu);
 	n = land_find_name(l, parent, name);
 	if (n)
@@ -342,10 +342,10 @@ static int rename_node(struct sl_land *l, struct node *n, struct node *replaced,
 	}
 	if (!temp) {
 		/* renaming to a final path makes the bytes durable first */
-		pthread_mutex_lock(&n->rec_mu);
+		land_rec_lock(n);
 		rc = land_make_durable(l, n, &r, &version, true);
 		r.l = l;
-		pthread_mutex_unlock(&n->rec_mu);
+		land_rec_unlock(n);
 		if (rc) {
 			free(r.data);
 			return land_fail(l, n, rc);
@@ -449,7 +449,7 @@ int sl_land_rename(struct sl_land *l, uint64_t parent, const char *name, uint64_
 	if (!land_valid_name(newname))
 		return strlen(newname) > SL_NAME_MAX ? ENAMETOOLONG : EINVAL;
 
-	pthread_rwlock_wrlock(&l->op);
+	land_op_excl(l);
 	pthread_mutex_lock(&l->mu);
 	n = land_find_name(l, parent, name);
 	target = land_find_name(l, newparent, newname);

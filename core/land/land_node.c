@@ -9,7 +9,12 @@
  *              shared for records (FLUSH, fsync), creates and the
  *              publishing step of RELEASE. So a record's name cannot move
  *              under it, and concurrent records still share group commits.
- *   n->rec_mu  serializes the records of one file.
+ *              A FLUSH's record is queued under it shared and finishes on
+ *              the commit thread (l->records_queued): the exclusive side
+ *              (land_op_excl) also waits for those.
+ *   record lock (land_rec_lock) serializes the records of one file; taken
+ *              by one thread, it may be let go by another (a FLUSH's
+ *              record, finished on the commit thread).
  *   l->mu      the node tables, and each node's naming and landing fields.
  *              Never held across a commit wait; commit callbacks take it.
  *   n->dmu     one node's bytes, size, attributes and record version.
@@ -137,7 +142,7 @@ void land_free_node(struct sl_land *l, struct node *n)
 	}
 	free(n->buf);
 	pthread_mutex_destroy(&n->dmu);
-	pthread_mutex_destroy(&n->rec_mu);
+	pthread_cond_destroy(&n->rec_cv);
 	free(n);
 }
 
@@ -379,7 +384,7 @@ int land_cancel_apply(struct sl_txn *t, void *arg)
 }
 
 
-/* Fills r from n's bytes, made durable. n->rec_mu held. */
+/* Fills r from n's bytes, made durable. n's record lock held. */
 int land_make_durable(struct sl_land *l, struct node *n, struct rec *r, uint64_t *version,
 		      bool sync)
 {
@@ -487,31 +492,61 @@ int land_fail(struct sl_land *l, struct node *n, int err)
 	return err;
 }
 
+/* ---- records ---- */
+
+void land_rec_lock(struct node *n)
+{
+	pthread_mutex_lock(&n->dmu);
+	while (n->rec_busy)
+		pthread_cond_wait(&n->rec_cv, &n->dmu);
+	n->rec_busy = true;
+	pthread_mutex_unlock(&n->dmu);
+}
+
+void land_rec_unlock(struct node *n)
+{
+	pthread_mutex_lock(&n->dmu);
+	n->rec_busy = false;
+	pthread_cond_broadcast(&n->rec_cv);
+	pthread_mutex_unlock(&n->dmu);
+}
+
+void land_op_excl(struct sl_land *l)
+{
+	pthread_rwlock_wrlock(&l->op);
+	pthread_mutex_lock(&l->mu);
+	while (l->records_queued)
+		pthread_cond_wait(&l->records_cv, &l->mu);
+	pthread_mutex_unlock(&l->mu);
+}
+
 /*
- * Makes n durable at its name and records (path, length) in one commit,
- * unless it is temporary, unnamed or already recorded at this version.
- * l->op held shared or exclusive.
+ * The first half of a record: 0 with *queue false when there is nothing
+ * to write (temporary, unnamed, recorded at this version; a temp file's
+ * bytes synced if force), else 0 with r filled and n's record lock held for
+ * record_finish(), or an error (lock let go, n failed). l->op held.
  */
-int land_record_locked(struct sl_land *l, struct node *n, bool force)
+static int record_prepare(struct sl_land *l, struct node *n, bool force, struct rec *r,
+			  uint64_t *version, bool *queue)
 {
 	struct sl_txn *t;
-	struct rec r;
-	uint64_t version;
 	bool named, temp = true;
 	int rc;
 
-	pthread_mutex_lock(&n->rec_mu);
+	*queue = false;
+	land_rec_lock(n);
 	pthread_mutex_lock(&l->mu);
 	named = n->named && !n->landed;
-	r.ino.parent = n->parent;
-	memcpy(r.old_name, n->name, sizeof(n->name));
+	uint64_t parent = n->parent;
+	char name[SL_NAME_MAX + 1];
+	memcpy(name, n->name, sizeof(name));
 	pthread_mutex_unlock(&l->mu);
 	rc = 0;
 	if (!named || atomic_load(&n->poison))
 		goto unlock;
 	if ((rc = sl_catalog_read(l->cat, &t)))
 		goto unlock;
-	rc = land_path_is_temp(l, t, r.ino.parent, r.old_name, &temp);
+	rc = land_path_is_temp(l, t, parent, name, &temp);
 	sl_txn_end(t);
 	if (rc)
 		goto unlock;
@@ -527,23 +562,31 @@ int land_record_locked(struct sl_land *l, struct node *n, bool force)
 	}
 	if (current)
 		goto unlock;
-	uint64_t parent = r.ino.parent;
-	char name[SL_NAME_MAX + 1];
-	memcpy(name, r.old_name, sizeof(name));
-	rc = land_make_durable(l, n, &r, &version, true);
-	r.l = l;
-	r.n = n;
-	if (rc == 0) {
-		r.ino.parent = parent;
-		memcpy(r.ino.name, name, sizeof(name));
-		SL_FAULT("land.before_record");
-		int64_t start = land_mono_ns();
-		rc = sl_catalog_write(l->cat, land_rec_apply, &r);
-		if (rc == 0)
-			land_latency_observe(l, start);
-		SL_FAULT("land.after_record");
+	rc = land_make_durable(l, n, r, version, true);
+	r->l = l;
+	r->n = n;
+	if (rc) {
+		free(r->data);
+		r->data = NULL;
+		goto unlock;
 	}
-	free(r.data);
+	r->ino.parent = parent;
+	memcpy(r->ino.name, name, sizeof(name));
+	*queue = true;
+	return 0;
+unlock:
+	land_rec_unlock(n);
+	if (rc > 0)
+		land_fail(l, n, rc);
+	return rc;
+}
+
+/* The second half, once the record's commit ended with rc: n's record lock let go. */
+static void record_finish(struct sl_land *l, struct node *n, struct rec *r, uint64_t version,
+			  int rc)
+{
+	free(r->data);
+	r->data = NULL;
 	if (rc == 0) {
 		pthread_mutex_lock(&n->dmu);
 		n->recorded = true;
@@ -551,11 +594,97 @@ int land_record_locked(struct sl_land *l, struct node *n, bool force)
 			n->rec_version = version;
 		pthread_mutex_unlock(&n->dmu);
 	}
-unlock:
-	pthread_mutex_unlock(&n->rec_mu);
+	land_rec_unlock(n);
 	if (rc > 0)
 		land_fail(l, n, rc);
+}
+
+/*
+ * Makes n durable at its name and records (path, length) in one commit,
+ * unless it is temporary, unnamed or already recorded at this version.
+ * l->op held shared or exclusive.
+ */
+int land_record_locked(struct sl_land *l, struct node *n, bool force)
+{
+	struct rec r;
+	uint64_t version;
+	bool queue;
+	int rc = record_prepare(l, n, force, &r, &version, &queue);
+
+	if (rc || !queue)
+		return rc;
+	SL_FAULT("land.before_record");
+	int64_t start = land_mono_ns();
+	rc = sl_catalog_write(l->cat, land_rec_apply, &r);
+	if (rc == 0)
+		land_latency_observe(l, start);
+	SL_FAULT("land.after_record");
+	record_finish(l, n, &r, version, rc);
 	return rc;
+}
+
+/* A record queued by land_record_queue(), finished on the commit thread. */
+struct queued_rec {
+	struct rec r; /* first: the apply's argument is this struct */
+	uint64_t version;
+	int64_t start;
+	void (*done)(void *ctx, int rc);
+	void *ctx;
+};
+
+static void queued_rec_done(void *arg, int rc)
+{
+	struct queued_rec *q = arg;
+	struct sl_land *l = q->r.l;
+
+	if (rc == 0)
+		land_latency_observe(l, q->start);
+	SL_FAULT("land.after_record");
+	record_finish(l, q->r.n, &q->r, q->version, rc);
+	void (*done)(void *, int) = q->done;
+	void *ctx = q->ctx;
+	free(q);
+	/* n is the caller's (a handle's) until done: let go of the op first */
+	pthread_mutex_lock(&l->mu);
+	if (--l->records_queued == 0)
+		pthread_cond_broadcast(&l->records_cv);
+	pthread_mutex_unlock(&l->mu);
+	done(ctx, rc);
+}
+
+int land_record_queue(struct sl_land *l, struct node *n, void (*done)(void *ctx, int rc),
+		      void *ctx, bool *queued)
+{
+	struct queued_rec *q = malloc(sizeof(*q));
+	bool queue;
+	int rc;
+
+	*queued = false;
+	if (!q)
+		return ENOMEM;
+	if ((rc = record_prepare(l, n, false, &q->r, &q->version, &queue)) || !queue) {
+		free(q);
+		return rc;
+	}
+	q->done = done;
+	q->ctx = ctx;
+	SL_FAULT("land.before_record");
+	q->start = land_mono_ns();
+	pthread_mutex_lock(&l->mu);
+	l->records_queued++;
+	pthread_mutex_unlock(&l->mu);
+	/* from here on done() is called once, maybe before this returns */
+	if ((rc = sl_catalog_write_async(l->cat, land_rec_apply, q, queued_rec_done))) {
+		pthread_mutex_lock(&l->mu);
+		if (--l->records_queued == 0)
+			pthread_cond_broadcast(&l->records_cv);
+		pthread_mutex_unlock(&l->mu);
+		record_finish(l, n, &q->r, q->version, rc);
+		free(q);
+		return rc;
+	}
+	*queued = true;
+	return 0;
 }
 
 /* ---- publish: sealed files land in the next group commit ---- */

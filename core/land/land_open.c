@@ -250,6 +250,7 @@ int sl_land_open(const char *datadir, const struct sl_land_opts *opts, struct sl
 	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->sweeper_cv, NULL);
+	pthread_cond_init(&l->records_cv, NULL);
 	l->abandon_ns = SL_TEMP_ABANDON_NS;
 	/* tests shorten the hour (not a user option: DESIGN fixes it) */
 	const char *ab = getenv("SLUICE_TEMP_ABANDON_MS");
@@ -397,6 +398,7 @@ void sl_land_close(struct sl_land *l)
 	pthread_rwlock_destroy(&l->op);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->sweeper_cv);
+	pthread_cond_destroy(&l->records_cv);
 	if (l->shared) {
 		atomic_store(l->in_flight, 0);
 		munmap(l->shared, SL_SHARED_SIZE);
