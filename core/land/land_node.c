@@ -198,19 +198,26 @@ void land_test_gap(void)
 		usleep((useconds_t)us);
 }
 
-void sl_land_refused(struct sl_land *l, int err)
+/* Counts a refusal; the next group commit takes it. */
+static bool count_refused(struct sl_land *l, int err)
 {
 	if (err <= 0 || err >= SL_ERRNO_MAX)
-		return;
+		return false;
 	pthread_mutex_lock(&l->mu);
 	l->refused[err]++;
 	l->counters_dirty = true;
 	pthread_mutex_unlock(&l->mu);
+	return true;
+}
+
+void sl_land_refused(struct sl_land *l, int err)
+{
 	/*
 	 * Refusals are rare: commit the counter before answering, so that
 	 * `sluice status` agrees with status/landing.json.
 	 */
-	land_commit_now(l);
+	if (count_refused(l, err))
+		land_commit_now(l);
 }
 
 int land_refuse(struct sl_land *l, int err)
@@ -353,6 +360,14 @@ int land_rec_apply(struct sl_txn *t, void *arg)
 	uint64_t cur;
 	int rc;
 
+	/* a test build's slow disk: a group commit with records takes that long more */
+	size_t delay_ms = SL_FAULT_SIZE("land.record_delay_ms", 0);
+	if (delay_ms && r->l) {
+		static _Atomic uint64_t last = UINT64_MAX; /* the group that waited last */
+		uint64_t group = sl_catalog_commits(r->l->cat);
+		if (atomic_exchange(&last, group) != group)
+			usleep((useconds_t)(delay_ms * 1000));
+	}
 	if (r->excl && sl_txn_dirent_get(t, i.parent, i.name, &cur) == 0)
 		return EEXIST;
 	/* a chmod or utime that raced the record is in the node: take it now */
@@ -449,9 +464,11 @@ static void cancel_done(void *arg, int rc)
 
 /*
  * Poisons n: it never lands, its name leaves in/, its bytes go at its last
- * release, and err is counted.
+ * release, and err is counted: committed before this returns if
+ * commit_now, else by the next group commit (the commit thread cannot wait
+ * for one). Whether this call poisoned it.
  */
-void land_poison(struct sl_land *l, struct node *n, int err)
+static bool poison(struct sl_land *l, struct node *n, int err, bool commit_now)
 {
 	int expected = 0;
 	struct node *dead, **pub = NULL;
@@ -459,9 +476,12 @@ void land_poison(struct sl_land *l, struct node *n, int err)
 	bool recorded;
 
 	if (!atomic_compare_exchange_strong(&n->poison, &expected, err))
-		return;
+		return false;
 	sl_log(SL_LOG_WARNING, "'%s': %s: the file will not land", n->name, strerror(err));
-	sl_land_refused(l, err);
+	if (commit_now)
+		sl_land_refused(l, err);
+	else
+		count_refused(l, err);
 	pthread_mutex_lock(&n->dmu);
 	recorded = n->recorded;
 	n->recorded = false;
@@ -483,6 +503,12 @@ void land_poison(struct sl_land *l, struct node *n, int err)
 	if (npub)
 		land_publish(l, pub, npub);
 	free(pub);
+	return true;
+}
+
+void land_poison(struct sl_land *l, struct node *n, int err)
+{
+	poison(l, n, err, true);
 }
 
 int land_fail(struct sl_land *l, struct node *n, int err)
@@ -581,9 +607,13 @@ unlock:
 	return rc;
 }
 
-/* The second half, once the record's commit ended with rc: n's record lock let go. */
-static void record_finish(struct sl_land *l, struct node *n, struct rec *r, uint64_t version,
-			  int rc)
+/*
+ * The second half, once the record's commit ended with rc: n's record lock
+ * let go, n failed by a storage error. On the commit thread (queued) the
+ * refusal counter is left to the next group commit; returns whether it was.
+ */
+static bool record_finish(struct sl_land *l, struct node *n, struct rec *r, uint64_t version,
+			  int rc, bool queued)
 {
 	free(r->data);
 	r->data = NULL;
@@ -595,8 +625,9 @@ static void record_finish(struct sl_land *l, struct node *n, struct rec *r, uint
 		pthread_mutex_unlock(&n->dmu);
 	}
 	land_rec_unlock(n);
-	if (rc > 0)
+	if (rc > 0 && !queued)
 		land_fail(l, n, rc);
+	return rc > 0 && queued && land_storage_error(rc) && poison(l, n, rc, false);
 }
 
 /*
@@ -619,7 +650,7 @@ int land_record_locked(struct sl_land *l, struct node *n, bool force)
 	if (rc == 0)
 		land_latency_observe(l, start);
 	SL_FAULT("land.after_record");
-	record_finish(l, n, &r, version, rc);
+	record_finish(l, n, &r, version, rc, false);
 	return rc;
 }
 
@@ -632,6 +663,21 @@ struct queued_rec {
 	void *ctx;
 };
 
+/* A failed record's answer, after the commit that carries its refusal count. */
+struct late_answer {
+	void (*done)(void *ctx, int rc);
+	void *ctx;
+	int rc;
+};
+
+static void late_answered(void *arg, int rc)
+{
+	struct late_answer *a = arg;
+	(void)rc; /* the counter is lost with that commit, as a crash's would be */
+	a->done(a->ctx, a->rc);
+	free(a);
+}
+
 static void queued_rec_done(void *arg, int rc)
 {
 	struct queued_rec *q = arg;
@@ -640,7 +686,7 @@ static void queued_rec_done(void *arg, int rc)
 	if (rc == 0)
 		land_latency_observe(l, q->start);
 	SL_FAULT("land.after_record");
-	record_finish(l, q->r.n, &q->r, q->version, rc);
+	bool counted = record_finish(l, q->r.n, &q->r, q->version, rc, true);
 	void (*done)(void *, int) = q->done;
 	void *ctx = q->ctx;
 	free(q);
@@ -649,6 +695,18 @@ static void queued_rec_done(void *arg, int rc)
 	if (--l->records_queued == 0)
 		pthread_cond_broadcast(&l->records_cv);
 	pthread_mutex_unlock(&l->mu);
+	/*
+	 * This thread cannot wait for a commit: a refusal it counted is
+	 * answered once the next group commit (which takes the counter) is
+	 * done, as sl_land_refused() does for the other callers.
+	 */
+	struct late_answer *a = counted ? malloc(sizeof(*a)) : NULL;
+	if (a) {
+		*a = (struct late_answer){done, ctx, rc};
+		if (sl_catalog_write_async(l->cat, noop_apply, a, late_answered) == 0)
+			return;
+		free(a);
+	}
 	done(ctx, rc);
 }
 
@@ -679,7 +737,7 @@ int land_record_queue(struct sl_land *l, struct node *n, void (*done)(void *ctx,
 		if (--l->records_queued == 0)
 			pthread_cond_broadcast(&l->records_cv);
 		pthread_mutex_unlock(&l->mu);
-		record_finish(l, n, &q->r, q->version, rc);
+		record_finish(l, n, &q->r, q->version, rc, false);
 		free(q);
 		return rc;
 	}

@@ -739,10 +739,6 @@ static uint64_t last_txnid(struct sl_catalog *cat)
 static int durable_sync(struct sl_catalog *cat)
 {
 	SL_FAULT("catalog.before_sync");
-	/* a test build's slow disk: each flush of ours waits that long first */
-	size_t delay_ms = SL_FAULT_SIZE("catalog.sync_delay_ms", 0);
-	if (delay_ms)
-		usleep((useconds_t)(delay_ms * 1000));
 	int rc = SL_FAULT_ERR("catalog.sync");
 	if (cat->unsafe == UNSAFE_NOSYNC)
 		return 0;

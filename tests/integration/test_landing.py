@@ -408,14 +408,14 @@ def test_strict_mode_create_refused_rename_lands(mounts, src):
 @pytest.mark.timeout(180)
 def test_closes_waiting_on_the_disk_hold_no_worker(mounts):
     """A close (FLUSH) waits for its group's flush without holding one of
-    the mount's 64 FUSE workers: with every flush of the catalog held 6 s (a
-    test build's slow disk), 100 producers closing files at once leave the
+    the mount's 64 FUSE workers: with each group commit of records held 6 s
+    (a test build's slow disk), 100 producers closing files at once leave the
     mount answering a stat and a read of a landed file while every one of
     those closes still waits; then all 100 land, each whole."""
     if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     import threading
-    m = mounts.new(env=dict(os.environ, SLUICE_FAULT_SIZE="catalog.sync_delay_ms:6000"))
+    m = mounts.new(env=dict(os.environ, SLUICE_FAULT_SIZE="land.record_delay_ms:6000"))
     write_file(m.inp("first.json"), b"landed before\n")
     n = 100
     closed = []
@@ -444,7 +444,7 @@ def test_closes_waiting_on_the_disk_hold_no_worker(mounts):
         t.join(150)
         assert not t.is_alive(), "a producer hung"
     assert not errors, errors
-    # each publish waits for a slow flush too
+    # each publish waits for a slow commit too
     util.wait_counters(m.mnt, timeout=120, filesLanded=n + 1, filesInFlight=0)
     for i in range(n):
         assert read_file(m.inp("p%03d.json" % i)) == pattern(3000, i)
