@@ -251,6 +251,9 @@ class Mount:
                     self.proc.wait(timeout=UNMOUNT_TIMEOUT)
                 except subprocess.TimeoutExpired:
                     pass
+            # a daemon slow to start may have mounted after the unmount above
+            if is_listed_mount(self.mnt):
+                lazy_unmount(self.mnt)
         with _ACTIVE_LOCK:
             _ACTIVE.discard(self)
 
