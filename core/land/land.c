@@ -495,6 +495,15 @@ int sl_land_write_done(struct sl_handle *h, size_t size, off_t off, int err)
 	return 0;
 }
 
+/* A folder renamed to a final name takes the files flushed so far. */
+static void note_flushed(struct node *n, uint64_t version)
+{
+	pthread_mutex_lock(&n->dmu);
+	if (version > n->flushed_version)
+		n->flushed_version = version;
+	pthread_mutex_unlock(&n->dmu);
+}
+
 /* A FLUSH whose record was queued: its version counts as flushed once durable. */
 struct flush {
 	struct node *n;
@@ -509,13 +518,8 @@ static void flush_done(void *arg, int rc)
 	void (*done)(void *, int) = f->done;
 	void *ctx = f->ctx;
 
-	if (rc == 0) {
-		/* a folder renamed to a final name takes the files flushed so far */
-		pthread_mutex_lock(&f->n->dmu);
-		if (f->version > f->n->flushed_version)
-			f->n->flushed_version = f->version;
-		pthread_mutex_unlock(&f->n->dmu);
-	}
+	if (rc == 0)
+		note_flushed(f->n, f->version);
 	free(f);
 	done(ctx, rc);
 }
@@ -548,12 +552,8 @@ int sl_land_flush_async(struct sl_handle *h, void (*done)(void *ctx, int rc), vo
 		*pending = true;
 		return 0;
 	}
-	if (rc == 0) {
-		pthread_mutex_lock(&h->n->dmu);
-		if (f->version > h->n->flushed_version)
-			h->n->flushed_version = f->version;
-		pthread_mutex_unlock(&h->n->dmu);
-	}
+	if (rc == 0)
+		note_flushed(h->n, f->version);
 	free(f);
 	return rc;
 }

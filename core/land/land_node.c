@@ -625,9 +625,7 @@ static bool record_finish(struct sl_land *l, struct node *n, struct rec *r, uint
 		pthread_mutex_unlock(&n->dmu);
 	}
 	land_rec_unlock(n);
-	if (rc > 0 && !queued)
-		land_fail(l, n, rc);
-	return rc > 0 && queued && land_storage_error(rc) && poison(l, n, rc, false);
+	return rc > 0 && land_storage_error(rc) && poison(l, n, rc, !queued) && queued;
 }
 
 /*
@@ -652,6 +650,15 @@ int land_record_locked(struct sl_land *l, struct node *n, bool force)
 	SL_FAULT("land.after_record");
 	record_finish(l, n, &r, version, rc, false);
 	return rc;
+}
+
+/* A queued record is finished: land_op_excl() may go on once none is left. */
+static void record_unqueued(struct sl_land *l)
+{
+	pthread_mutex_lock(&l->mu);
+	if (--l->records_queued == 0)
+		pthread_cond_broadcast(&l->records_cv);
+	pthread_mutex_unlock(&l->mu);
 }
 
 /* A record queued by land_record_queue(), finished on the commit thread. */
@@ -691,10 +698,7 @@ static void queued_rec_done(void *arg, int rc)
 	void *ctx = q->ctx;
 	free(q);
 	/* n is the caller's (a handle's) until done: let go of the op first */
-	pthread_mutex_lock(&l->mu);
-	if (--l->records_queued == 0)
-		pthread_cond_broadcast(&l->records_cv);
-	pthread_mutex_unlock(&l->mu);
+	record_unqueued(l);
 	/*
 	 * This thread cannot wait for a commit: a refusal it counted is
 	 * answered once the next group commit (which takes the counter) is
@@ -733,10 +737,7 @@ int land_record_queue(struct sl_land *l, struct node *n, void (*done)(void *ctx,
 	pthread_mutex_unlock(&l->mu);
 	/* from here on done() is called once, maybe before this returns */
 	if ((rc = sl_catalog_write_async(l->cat, land_rec_apply, q, queued_rec_done))) {
-		pthread_mutex_lock(&l->mu);
-		if (--l->records_queued == 0)
-			pthread_cond_broadcast(&l->records_cv);
-		pthread_mutex_unlock(&l->mu);
+		record_unqueued(l);
 		record_finish(l, n, &q->r, q->version, rc, false);
 		free(q);
 		return rc;

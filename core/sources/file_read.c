@@ -44,6 +44,7 @@ static uint64_t lines_before(const char *data, size_t end)
 }
 
 #define PIECE (8u << 20) /* bytes of a mapped file decoded before their pages are dropped */
+#define SAMPLE (256u << 10) /* bytes whose line ends estimate a big input's rows */
 
 /*
  * Gives back the whole pages inside [p, p + len), decoded and not read
@@ -58,7 +59,6 @@ static void drop_pages(const char *p, size_t len)
 	if (to > from)
 		madvise((void *)from, to - from, MADV_DONTNEED);
 }
-#define SAMPLE (256u << 10) /* bytes whose line ends estimate a big input's rows */
 
 /*
  * Sizes b's columns for the rows of data (len bytes), estimated from the
@@ -84,8 +84,9 @@ static void reserve_rows(struct sl_batch *b, const char *data, size_t len)
  * piece (cut at line ends), each piece's pages given back once decoded:
  * the strings a batch keeps are copies, so a big input never has to be
  * resident whole (peak RSS: a piece per thread, not the file). A FAILFAST
- * line is numbered from the lines the pieces before it read (st), never by
- * reading pages given back. Only for data that may be cut (cuttable()).
+ * line is numbered from the lines the pieces before it read (st, never
+ * NULL here), not by reading pages given back. Only for data that may be
+ * cut (cuttable()).
  */
 static int decode_pieces(struct sl_decoder *dec, const char *path, const char *data, size_t len,
 			 bool mapped, struct sl_batch *b, struct sl_decode_stats *st,
@@ -236,8 +237,7 @@ static int decode_split(struct sl_source *p, struct sl_decoder *dec, const char 
 	pthread_join(th, NULL);
 	/*
 	 * Decoded strings are copies: the file's pages can leave this process
-	 * before the halves are joined (they stay in the page cache, and come
-	 * back on a read, such as the line count below).
+	 * before the halves are joined (they stay in the page cache).
 	 */
 	if (mapped)
 		madvise((void *)data, len, MADV_DONTNEED);

@@ -876,14 +876,22 @@ def test_big_zst_failfast_names_the_line(tmp_path, line, pieces):
     is in an early piece, in the middle or in the second thread's tail."""
     if pieces and not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
-    n = 300000
-    data = str(tmp_path / "data")
-    write_config(data, {"dev": (json_source("id BIGINT, pad STRING", mode="FAILFAST"), None)})
-    src = tmp_path / "src"
-    src.mkdir()
-    land(data, zstd_sized(str(src / "big.json.zst"), big_json(n, bad={line})))
-    p = run_env(data, SMALL_PIECES if pieces else {}, expect=1)
+    p = run_zst(tmp_path, "data", "FAILFAST", big_json(300000, bad={line}),
+                SMALL_PIECES if pieces else {}, expect=1)
     assert "'in/dev/big.json.zst' line %d:" % line in p.stderr, p.stderr
+
+
+def run_zst(tmp_path, name, mode, text, env, expect=0):
+    """text as one sized big.json.zst landed in a new data dir tmp_path/name
+    (query dev, schema id BIGINT, pad STRING, mode unless None), run once
+    with env."""
+    data = str(tmp_path / name)
+    extra = {"mode": mode} if mode else {}
+    write_config(data, {"dev": (json_source("id BIGINT, pad STRING", **extra), None)})
+    src = tmp_path / ("src-" + name)
+    src.mkdir()
+    land(data, zstd_sized(str(src / "big.json.zst"), text))
+    return run_env(data, env, expect=expect)
 
 
 # a test build's knob: 10 pieces of at most 4 KiB decoded while the file is
@@ -905,18 +913,10 @@ def test_big_zst_failfast_after_the_whole_arrived(tmp_path, line):
     if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     n = 300000
-    data = str(tmp_path / "data")
-    write_config(data, {"dev": (json_source("id BIGINT, pad STRING", mode="FAILFAST"), None)})
-    src = tmp_path / "src"
-    src.mkdir()
-    land(data, zstd_sized(str(src / "big.json.zst"), big_json(n, bad={line})))
-    p = run_env(data, HOLD_PIECES, expect=1)
+    p = run_zst(tmp_path, "data", "FAILFAST", big_json(n, bad={line}), HOLD_PIECES, expect=1)
     assert "'in/dev/big.json.zst' line %d:" % line in p.stderr, p.stderr
-    # and without the bad line, every row in order
-    data2 = str(tmp_path / "data2")
-    write_config(data2, {"dev": (json_source("id BIGINT, pad STRING"), None)})
-    land(data2, zstd_sized(str(src / "good.json.zst"), big_json(n)))
-    p = run_env(data2, HOLD_PIECES)
+    # and without the bad line, every row is read
+    p = run_zst(tmp_path, "data2", None, big_json(n), HOLD_PIECES)
     assert p.stdout == "dev: 1 batches, %d rows\n" % n, p.stdout
 
 

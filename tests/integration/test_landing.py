@@ -5,6 +5,7 @@ import concurrent.futures
 import errno
 import os
 import stat
+import threading
 import time
 
 import pytest
@@ -414,7 +415,6 @@ def test_closes_waiting_on_the_disk_hold_no_worker(mounts):
     those closes still waits; then all 100 land, each whole."""
     if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
-    import threading
     m = mounts.new(env=dict(os.environ, SLUICE_FAULT_SIZE="land.record_delay_ms:6000"))
     write_file(m.inp("first.json"), b"landed before\n")
     n = 100
