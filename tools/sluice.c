@@ -35,6 +35,10 @@ int main(int argc, char **argv)
 	const char *self = strrchr(argv[0], '/');
 
 	self = self ? self + 1 : argv[0];
+	/* the data commands: malloc on huge pages (thp.c) */
+	if (!strcmp(self, "mount.sluice") ||
+	    (argc >= 2 && (!strcmp(argv[1], "mount") || !strcmp(argv[1], "run"))))
+		sl_thp_reexec(argv);
 	if (!strcmp(self, "mount.sluice"))
 		return cmd_mount_helper(argc, argv);
 	if (argc < 2) {

@@ -23,6 +23,12 @@ int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_files(int argc, char **argv);
+/*
+ * Starts the process again, once, with glibc's malloc on transparent huge
+ * pages (thp.c); returns when it does not (SLUICE_THP=0, no THP, or after
+ * the restart, with the user's environment put back). Call first in main.
+ */
+void sl_thp_reexec(char **argv);
 
 /* Prints "sluice: <cmd>: <message>" on stderr. */
 void die_msg(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

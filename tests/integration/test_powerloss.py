@@ -159,7 +159,10 @@ def run_once(mounts, tmp, pristine, n, cut, env_extra=None):
     shutil.copytree(pristine, data, symlinks=True)
     os.mkdir(shadow)
     env = dict(os.environ, LD_PRELOAD=shim_path(), PL_DATA=data, PL_SHADOW=shadow,
-               PL_CUT=str(cut))
+               PL_CUT=str(cut),
+               # the shim drops LD_PRELOAD for the daemon's children: the
+               # restart with huge pages (tools/thp.c) would run without it
+               SLUICE_THP="0")
     # an ASan build: the shim comes before ASan's runtime in the library list
     asan = env.get("ASAN_OPTIONS", "")
     env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
