@@ -84,6 +84,7 @@ void sl_kmap_clear(struct sl_kmap *m)
 		memset(m->slots, 0, (m->mask + 1) * sizeof(*m->slots));
 	m->n = 0;
 	m->arena_len = 0;
+	m->want = 0;
 }
 
 static inline bool same(const struct sl_kmap *m, uint64_t ref, const void *key, size_t len)
@@ -180,6 +181,8 @@ int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64
 	}
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 1024;
+		if (cap < m->want)
+			cap = m->want; /* once, not doubled (and copied) a dozen times */
 		uint64_t *keys = realloc(m->keys, cap * sizeof(*keys));
 		if (!keys)
 			return ENOMEM;
@@ -191,6 +194,13 @@ int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64
 		size_t cap = m->arena_cap ? m->arena_cap : 65536;
 		while (cap < m->arena_len + len)
 			cap *= 2;
+		/* past a thousand keys, their mean length tells what the rest need */
+		if (m->n >= 1024 && m->want > m->n) {
+			size_t est = m->arena_len / m->n * m->want;
+			est += est / 16;
+			if (cap < est)
+				cap = est;
+		}
 		if (cap >> 40)
 			return EOVERFLOW; /* offsets have 40 bits */
 		unsigned char *a = realloc(m->arena, cap);
@@ -239,6 +249,7 @@ int sl_kmap_reserve(struct sl_kmap *m, size_t n)
 		if (rc)
 			return rc;
 	}
+	m->want = n;
 	return 0;
 }
 

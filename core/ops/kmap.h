@@ -22,6 +22,7 @@ struct sl_kmap {
 	size_t n, cap;   /* keys in use / allocated */
 	unsigned char *arena;
 	size_t arena_len, arena_cap;
+	size_t want;     /* keys sl_kmap_reserve() expects: keys[] and the arena grow to it */
 };
 
 /* Keys longer than this are refused (EOVERFLOW). */

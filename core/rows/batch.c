@@ -128,14 +128,32 @@ void sl_batch_drop_last(struct sl_batch *b)
 		b->nrows--;
 }
 
+/*
+ * The arena's next size for need bytes: doubled, or, past a thousand rows
+ * when rows were reserved ahead (sl_batch_reserve), what the reserved rows
+ * will need at the bytes per row so far, so that a big batch's strings are
+ * copied by realloc once or twice instead of a dozen times.
+ */
+static size_t arena_next(const struct sl_batch *b, size_t need)
+{
+	size_t cap = b->arena_cap ? b->arena_cap : 65536;
+	while (cap < need)
+		cap *= 2;
+	if (b->nrows >= 1024 && b->cap > b->nrows) {
+		size_t est = b->arena_len / b->nrows * b->cap;
+		est += est / 16;
+		if (cap < est)
+			cap = est < UINT32_MAX ? est : UINT32_MAX;
+	}
+	return cap;
+}
+
 int sl_batch_set_str(struct sl_batch *b, size_t row, size_t col, const char *s, size_t len)
 {
 	if (len > UINT32_MAX || b->arena_len + len > UINT32_MAX)
 		return EFBIG; /* one batch holds at most 4 GiB of strings */
 	if (b->arena_len + len > b->arena_cap) {
-		size_t cap = b->arena_cap ? b->arena_cap : 65536;
-		while (cap < b->arena_len + len)
-			cap *= 2;
+		size_t cap = arena_next(b, b->arena_len + len);
 		char *a = realloc(b->arena, cap);
 		if (!a)
 			return ENOMEM;
@@ -186,9 +204,7 @@ int sl_batch_append(struct sl_batch *dst, const struct sl_batch *src)
 		if ((rc = grow_rows(dst)))
 			return rc;
 	if (dst->arena_len + src->arena_len > dst->arena_cap) {
-		size_t cap = dst->arena_cap ? dst->arena_cap : 65536;
-		while (cap < dst->arena_len + src->arena_len)
-			cap *= 2;
+		size_t cap = arena_next(dst, dst->arena_len + src->arena_len);
 		char *a = realloc(dst->arena, cap);
 		if (!a)
 			return ENOMEM;

@@ -85,9 +85,50 @@ static void test_projected_columns(void)
 	sl_batch_release(&b);
 }
 
+/*
+ * With rows reserved ahead, the arena grows to what they will need at the
+ * bytes per row so far (one realloc past the first thousand rows, not a
+ * doubling each time), and every string still reads back; past the
+ * reservation it doubles as before.
+ */
+static void test_arena_grows_to_the_reserved_rows(void)
+{
+	struct sl_column cols[1] = {{.name = (char *)"s", .type = SL_TYPE_STRING}};
+	struct sl_schema schema = {.cols = cols, .n = 1};
+	struct sl_batch b;
+	char text[64];
+	size_t row, len, grew = 0, cap = 0;
+
+	CHECK_OK(sl_batch_init(&b, &schema));
+	CHECK_OK(sl_batch_reserve(&b, 100000));
+	for (int i = 0; i < 100000; i++) {
+		CHECK_OK(sl_batch_add_row(&b, &row));
+		int n = snprintf(text, sizeof(text), "%032d", i); /* 32 bytes a row */
+		CHECK_OK(sl_batch_set_str(&b, row, 0, text, (size_t)n));
+		if (b.arena_cap != cap)
+			grew++, cap = b.arena_cap;
+	}
+	CHECK(grew <= 3); /* 64 KiB, then about 100000 x 32 bytes; doubling alone: 7 */
+	CHECK(b.arena_cap >= 100000 * 32 && b.arena_cap < 2 * 100000 * 32);
+	for (int i = 0; i < 100000; i += 997) {
+		const char *s = sl_batch_str(&b, (size_t)i, 0, &len);
+		int n = snprintf(text, sizeof(text), "%032d", i);
+		CHECK(len == (size_t)n && !memcmp(s, text, len));
+	}
+	/* past the reserved rows: rows and arena double, strings intact */
+	for (int i = 0; i < 50000; i++) {
+		CHECK_OK(sl_batch_add_row(&b, &row));
+		CHECK_OK(sl_batch_set_str(&b, row, 0, "0123456789abcdef0123456789abcdef", 32));
+	}
+	const char *s = sl_batch_str(&b, 99999, 0, &len);
+	CHECK(len == 32 && !memcmp(s, "00000000000000000000000000099999", 32));
+	sl_batch_release(&b);
+}
+
 int main(void)
 {
 	test(test_rows_strings_and_reuse);
+	test(test_arena_grows_to_the_reserved_rows);
 	test(test_projected_columns);
 	return test_exit();
 }

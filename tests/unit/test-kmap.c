@@ -325,9 +325,47 @@ static void test_hash_seed(void)
 	}
 }
 
+/*
+ * sl_kmap_reserve(n): keys[] is sized for n at its first growth and the
+ * arena, past a thousand keys, for n keys of the mean length so far; every
+ * key still reads back, and a clear forgets the reservation.
+ */
+static void test_reserve_sizes_keys_and_arena(void)
+{
+	struct sl_kmap m;
+	unsigned char buf[4 + MAXTAIL];
+	size_t grew = 0, acap = 0, bytes = 0;
+	uint32_t idx;
+	bool added;
+
+	sl_kmap_init(&m);
+	CHECK_OK(sl_kmap_reserve(&m, 200000));
+	for (uint32_t i = 0; i < 200000; i++) {
+		size_t len = rkey(i, buf);
+		CHECK_OK(sl_kmap_upsert(&m, buf, len, &idx, &added));
+		CHECK(added && idx == i);
+		bytes += len;
+		if (m.arena_cap != acap)
+			grew++, acap = m.arena_cap;
+	}
+	CHECK(m.cap == 200000); /* doubling: 262144 */
+	CHECK(grew <= 3);       /* 64 KiB, then the estimate (doubling: 7) */
+	CHECK(m.arena_cap >= bytes && m.arena_cap < 2 * bytes);
+	for (uint32_t i = 0; i < 200000; i += 101) {
+		size_t len = rkey(i, buf), klen;
+		const unsigned char *k = sl_kmap_key(&m, i, &klen);
+		CHECK(klen == len && !memcmp(k, buf, len));
+		CHECK(sl_kmap_find(&m, buf, len, &idx) && idx == i);
+	}
+	sl_kmap_clear(&m);
+	CHECK(m.want == 0);
+	sl_kmap_release(&m);
+}
+
 int main(void)
 {
 	test(test_many_keys);
+	test(test_reserve_sizes_keys_and_arena);
 	test(test_clear_and_reuse);
 	test(test_drop_slots);
 	test(test_key_too_long);
