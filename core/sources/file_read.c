@@ -394,6 +394,9 @@ static int decode_zst(struct sl_source *p, struct sl_decoder *dec, const char *p
 			hold = done ? 0 : hold; /* (the knob's cap: no end to wait for) */
 			continue;
 		}
+		/* the first piece's lines estimate the file's: b gets them all in the end */
+		if (pos == 0 && avail >= 2 * SAMPLE)
+			reserve_rows(b, z.buf, size);
 		rc = sl_decode_file(dec, path, z.buf + pos, (size_t)(end + 1 - z.buf) - pos, b, st, derr);
 		if (rc) {
 			if (rc == SL_EMALFORMED)
