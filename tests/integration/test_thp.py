@@ -59,6 +59,17 @@ def test_mount_restarts_itself_with_hugetlb_keeping_pid_and_name(mounts):
     util.write_file(m.inp("a.json"), b'{"x": 1}\n')
     m.wait_landed()
     assert util.read_file(m.inp("a.json")) == b'{"x": 1}\n'
+    # and glibc took the tunable: its heap is on a huge page from the start
+    # (with SLUICE_THP=0 an idle mount has none where THP is "madvise")
+    assert anon_huge_kib(pid) > 0
+
+
+def anon_huge_kib(pid):
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith("AnonHugePages:"):
+                return int(line.split()[1])
+    return 0
 
 
 @needs_thp
