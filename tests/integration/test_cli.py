@@ -232,6 +232,24 @@ def test_dead_mountpoint_hint(mounts):
     assert set(os.listdir(m2.mnt)) == util.LAYOUT
 
 
+def test_mount_d_traces_fuse_requests(mounts):
+    """`-d` (--help: "trace FUSE requests") prints libfuse's request trace
+    on stderr; without it the same operations print nothing."""
+    m = mounts.new(extra_args=["-d"])
+    m.allow(r"unique: \d+, error: -\d+ ")  # the trace's error replies (ENOENT of a LOOKUP)
+    write_file(m.inp("a.txt"), b"x\n")
+    m.wait_landed()
+    m.unmount()
+    trace = m.stderr()
+    for op in ("LOOKUP", "CREATE", "WRITE", "FLUSH", "RELEASE"):
+        assert re.search(r"opcode: %s \(" % op, trace), (op, trace[-2000:])
+    quiet = mounts.new()
+    write_file(quiet.inp("a.txt"), b"x\n")
+    quiet.wait_landed()
+    quiet.unmount()
+    assert "opcode:" not in quiet.stderr()
+
+
 # -- status ----------------------------------------------------------------
 
 def test_status_matches_counters(mounts):
