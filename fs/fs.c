@@ -1403,10 +1403,9 @@ static void fuse_log_line(enum fuse_log_level level, const char *fmt, va_list ap
 	while ((nl = memchr(fuse_line.buf, '\n', fuse_line.len))) {
 		*nl = 0;
 		if (nl > fuse_line.buf)
-			sl_log(fuse_line.level <= FUSE_LOG_ERR       ? SL_LOG_ERR
+			sl_log(fuse_line.level <= FUSE_LOG_ERR ? SL_LOG_ERR
 			       : fuse_line.level <= FUSE_LOG_WARNING ? SL_LOG_WARNING
-			       : fuse_line.level <= FUSE_LOG_INFO    ? SL_LOG_INFO
-								     : SL_LOG_DEBUG,
+								     : SL_LOG_INFO,
 			       "%s", fuse_line.buf);
 		size_t rest = fuse_line.len - (size_t)(nl + 1 - fuse_line.buf);
 		memmove(fuse_line.buf, nl + 1, rest);
@@ -1446,11 +1445,14 @@ int sl_fs_main(const struct sl_fs_args *args)
 	struct sigaction hup = {.sa_handler = on_sighup, .sa_flags = SA_RESTART}, old_hup;
 	int rc = 1;
 
-	/* under systemd the journal keeps info lines too, as syslog does; -d's trace is debug */
+	/*
+	 * under systemd the journal keeps info lines too, as syslog does; so
+	 * does stderr under -d, whose trace is libfuse's info lines
+	 */
 	if (sl_notify_stderr_is_journal())
-		sl_log_set(log_journal, args->debug ? SL_LOG_DEBUG : SL_LOG_INFO, NULL);
+		sl_log_set(log_journal, SL_LOG_INFO, NULL);
 	else
-		sl_log_set(log_stderr, args->debug ? SL_LOG_DEBUG : SL_LOG_WARNING, NULL);
+		sl_log_set(log_stderr, args->debug ? SL_LOG_INFO : SL_LOG_WARNING, NULL);
 	fuse_set_log_func(fuse_log_line);
 	/* /proc/mounts shows "DATA_DIR MOUNTPOINT fuse.sluice" */
 	char *fsname = fsname_opt(args->datadir);
