@@ -2,8 +2,8 @@
 /*
  * Transparent huge pages for malloc's memory. A batch's columns, hash
  * tables and sort buffers are hundreds of MB touched once each; with 4 KiB
- * pages the kernel takes a fault (and a VM exit here) per page, which
- * measured a third of B3's time. glibc (2.35+) puts its heap and its big
+ * pages the kernel takes a fault (and a VM exit here) per page: 15-17% of
+ * B3's samples, 63k faults a run (15k with huge pages). glibc (2.35+) puts its heap and its big
  * chunks on huge pages when the tunable glibc.malloc.hugetlb=1 is set, but
  * tunables are read only at a process's start: so the data commands
  * (mount, run) start themselves again, once, with it set. The user's
@@ -91,7 +91,7 @@ void sl_thp_reexec(char **argv)
 	snprintf(keep, len + 1, "%s%s", cur ? "-" : "", cur ? cur : "");
 	if (!setenv(SAVED, keep, 1) && !setenv(TUNABLES, val, 1))
 		execv(exe, argv);
-	/* no exec: on as before, in this process's environment as it was */
+	/* no exec: on as before, in this process's environment as it was (and name) */
 	restore(keep, argv[0]);
 	free(val);
 	free(keep);

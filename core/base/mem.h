@@ -23,4 +23,18 @@ static inline void sl_mem_huge(void *p, size_t n)
 		madvise((void *)a, e - a, MADV_HUGEPAGE);
 }
 
+/*
+ * A growing array's next size from its fill so far: bytes used by n items,
+ * want items expected in all (a reservation), with a sixteenth to spare.
+ * 0 when there is nothing to go by yet (under a thousand items, or none
+ * expected past n).
+ */
+static inline size_t sl_mem_estimate(size_t bytes, size_t n, size_t want)
+{
+	if (n < 1024 || want <= n)
+		return 0;
+	size_t est = bytes / n * want;
+	return est + est / 16;
+}
+
 #endif

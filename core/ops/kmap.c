@@ -195,12 +195,9 @@ int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64
 		while (cap < m->arena_len + len)
 			cap *= 2;
 		/* past a thousand keys, their mean length tells what the rest need */
-		if (m->n >= 1024 && m->want > m->n) {
-			size_t est = m->arena_len / m->n * m->want;
-			est += est / 16;
-			if (cap < est)
-				cap = est;
-		}
+		size_t est = sl_mem_estimate(m->arena_len, m->n, m->want);
+		if (cap < est)
+			cap = est;
 		if (cap >> 40)
 			return EOVERFLOW; /* offsets have 40 bits */
 		unsigned char *a = realloc(m->arena, cap);

@@ -139,12 +139,9 @@ static size_t arena_next(const struct sl_batch *b, size_t need)
 	size_t cap = b->arena_cap ? b->arena_cap : 65536;
 	while (cap < need)
 		cap *= 2;
-	if (b->nrows >= 1024 && b->cap > b->nrows) {
-		size_t est = b->arena_len / b->nrows * b->cap;
-		est += est / 16;
-		if (cap < est)
-			cap = est < UINT32_MAX ? est : UINT32_MAX;
-	}
+	size_t est = sl_mem_estimate(b->arena_len, b->nrows, b->cap);
+	if (cap < est)
+		cap = est < UINT32_MAX ? est : UINT32_MAX;
 	return cap;
 }
 
