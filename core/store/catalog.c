@@ -13,6 +13,8 @@
  *   landed   key: seq u64                value: id u64
  *   queries, qindex, qhold, qlog, qseen, qseents, qstate: engine tables (enum sl_table), laid
  *            out by their owner modules (source.c, engine.c)
+ *   journal  key: "ring"                 value: the journal's two slots (see "The
+ *            journal"), written in place, never through LMDB
  *
  * Inode record:
  *   OFFSET SIZE MEANING
@@ -51,6 +53,7 @@
 #include "err.h"
 #include "fault.h"
 #include "log.h"
+#include "redo.h"
 
 #define INODE_HDR_V1 64
 #define INODE_HDR 72
@@ -92,7 +95,7 @@ struct sl_catalog {
 	bool pipelined;              /* MDB_NOMETASYNC while the commit thread runs */
 	int witness;                 /* data.mdb again, for our own flushes; -1 */
 	int failed;                  /* a flush failed: every later write fails (remount) */
-	enum { UNSAFE_NONE, UNSAFE_NOSYNC, UNSAFE_EARLY_ACK } unsafe; /* SLUICE_FAULT_SYNC */
+	enum { UNSAFE_NONE, UNSAFE_NOSYNC, UNSAFE_EARLY_ACK, UNSAFE_BAD_JOURNAL } unsafe; /* SLUICE_FAULT_SYNC */
 
 	pthread_mutex_t id_mu;
 	uint64_t id_next, id_hi;     /* ids handed out / reserved */
@@ -105,6 +108,17 @@ struct sl_catalog {
 
 	bool zero_ahead;             /* see zero_ahead() */
 	uint64_t used_seen;          /* bytes of data.mdb in use at the last look */
+
+	/* the journal (see "The journal" below) */
+	MDB_dbi jdbi;
+	bool jr_ok;                  /* the ring exists and its place in data.mdb is known */
+	bool jr_active;              /* run_group() records its commits (the commit thread) */
+	bool tail_journaled;         /* the last commit's record is in the ring */
+	bool meta_behind;            /* a journaled commit's meta page is not durable yet */
+	int jr_slot;                 /* the slot the next record goes to */
+	uint64_t jr_seq;             /* the next record's sequence number */
+	off_t jr_off[2];             /* the slots' places in data.mdb */
+	struct sl_redo redo;
 };
 
 struct sl_txn {
@@ -113,6 +127,7 @@ struct sl_txn {
 	bool write;
 	MDB_cursor *asc;  /* sl_txn_put_ascending()'s cursor (freed with the write txn) */
 	MDB_dbi asc_dbi;
+	struct sl_redo *redo; /* records the changes (the journal), or NULL */
 };
 
 static int map_rc(int rc)
@@ -132,6 +147,33 @@ static int map_rc(int rc)
 	case MDB_MAP_RESIZED: return EAGAIN;
 	}
 	return rc > 0 ? rc : EIO;
+}
+
+/* A table's number in redo records: the named tables, then enum sl_table; 256 for none. */
+static unsigned db_code(const struct sl_catalog *cat, MDB_dbi dbi)
+{
+	const MDB_dbi named[] = {cat->meta, cat->inode, cat->dirent, cat->data, cat->pending,
+				 cat->landed};
+	for (unsigned i = 0; i < 6; i++)
+		if (named[i] == dbi)
+			return i;
+	for (unsigned i = 0; i < SL_TABLE_COUNT; i++)
+		if (cat->tables[i] && cat->tables[i] == dbi)
+			return 6 + i;
+	return 256;
+}
+
+static bool db_of_code(const struct sl_catalog *cat, unsigned code, MDB_dbi *dbi)
+{
+	const MDB_dbi named[] = {cat->meta, cat->inode, cat->dirent, cat->data, cat->pending,
+				 cat->landed};
+	if (code < 6)
+		*dbi = named[code];
+	else if (code - 6 < SL_TABLE_COUNT && cat->tables[code - 6])
+		*dbi = cat->tables[code - 6];
+	else
+		return false;
+	return true;
 }
 
 static int open_dbs(struct sl_catalog *cat, bool create)
@@ -265,6 +307,8 @@ static int read_ids(struct sl_catalog *cat)
 	return 0;
 }
 
+static int jr_replay(struct sl_catalog *cat);
+
 int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 {
 	struct sl_catalog *cat;
@@ -314,7 +358,10 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 	 * tests/integration/test_powerloss.py to show that it catches one:
 	 * nosync: no flush at all (MDB_NOSYNC, and none of our own);
 	 * early-ack: the pipelined commit acknowledges a group as soon as
-	 * it committed, before its meta page is durable.
+	 * it committed, before its meta page is durable (harmless with the
+	 * journal, which makes it durable then: run it with SLUICE_JOURNAL=0);
+	 * bad-journal: the journal's records fail their checksum, so none is
+	 * ever applied.
 	 */
 	const char *unsafe = getenv("SLUICE_FAULT_SYNC");
 	if (unsafe && !strcmp(unsafe, "nosync")) {
@@ -322,6 +369,8 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 		cat->unsafe = UNSAFE_NOSYNC;
 	} else if (unsafe && !strcmp(unsafe, "early-ack")) {
 		cat->unsafe = UNSAFE_EARLY_ACK;
+	} else if (unsafe && !strcmp(unsafe, "bad-journal")) {
+		cat->unsafe = UNSAFE_BAD_JOURNAL;
 	}
 #endif
 	rc = mdb_env_open(cat->env, dir, env_flags, 0600);
@@ -333,6 +382,8 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 	cat->mapsize = info.me_mapsize;
 	rc = open_dbs(cat, !cat->rdonly);
 	if (rc)
+		goto env_close;
+	if (!cat->rdonly && (rc = jr_replay(cat)))
 		goto env_close;
 	if (!cat->rdonly) {
 		rc = sl_catalog_write(cat, init_apply, NULL);
@@ -353,6 +404,7 @@ free_cat:
 }
 
 static void *commit_main(void *arg);
+static void jr_setup(struct sl_catalog *cat);
 
 void sl_catalog_set_hooks(struct sl_catalog *cat, uint64_t (*live)(void *ctx),
 			  sl_apply_fn group, void *ctx)
@@ -370,9 +422,12 @@ int sl_catalog_start(struct sl_catalog *cat)
 	char path[4200];
 	if (!cat->rdonly && !(pl && !strcmp(pl, "0")) && mdb_env_get_path(cat->env, &dir) == 0) {
 		snprintf(path, sizeof(path), "%s/data.mdb", dir);
-		cat->witness = open(path, O_RDWR | O_CLOEXEC); /* writes: zero_ahead() */
+		cat->witness = open(path, O_RDWR | O_CLOEXEC); /* writes: zero_ahead(), the journal */
+		if (cat->witness >= 0)
+			jr_setup(cat);
 		if (cat->witness >= 0 && mdb_env_set_flags(cat->env, MDB_NOMETASYNC, 1) == 0)
 			cat->pipelined = true;
+		cat->jr_ok &= cat->pipelined;
 	}
 	/* SLUICE_ZERO_AHEAD=0: see zero_ahead() (for measurements) */
 	const char *za = getenv("SLUICE_ZERO_AHEAD");
@@ -416,6 +471,7 @@ void sl_catalog_close(struct sl_catalog *cat)
 	}
 	if (cat->witness >= 0)
 		close(cat->witness);
+	sl_redo_free(&cat->redo);
 	if (!cat->rdonly) {
 		/* what is settled now needs no probe at the next start */
 		if (cat->settle_lo > cat->unsettled_lo && cat->settle_lo != UINT64_MAX)
@@ -572,6 +628,250 @@ static bool release_reserve(struct sl_catalog *cat)
 }
 
 /*
+ * The journal. A pipelined commit is durable only after two flushes in
+ * sequence: its own data flush, then one that carries its meta page (the
+ * next group's data flush, or an idle flush of its own when none follows,
+ * which is the common case when every producer waits for its group). So
+ * the commit thread also writes each group's changes as a redo record
+ * (redo.h) into a ring inside data.mdb, before LMDB's commit: LMDB's data
+ * flush (fdatasync of data.mdb, which covers every byte of the file) makes
+ * the record durable with the group's pages, and the group is
+ * acknowledged after that one flush. A power loss before the meta page is
+ * durable leaves LMDB at the transaction before, and the next writer to
+ * open the catalog applies the record whose txnid follows it.
+ *
+ * The ring is the value of key "ring" in table "journal": its pages are
+ * written once by LMDB (zeros) and never again by LMDB, so their place in
+ * data.mdb is fixed; records are written there with pwrite on the witness.
+ * Two slots, used in turn after each journaled commit: a record is needed
+ * until the meta page of its commit is durable, which the next commit's
+ * data flush ensures, and the next record goes to the other slot. A record
+ * that did not fit (JR_SLOT), or that could not be written, leaves its
+ * group to the two-flush path. SLUICE_JOURNAL=0 turns it off (measurements).
+ */
+#define JR_SLOT (2u << 20)
+#define JR_RING (2 * (size_t)JR_SLOT + 4096)
+
+static int jr_ring(MDB_txn *txn, MDB_dbi dbi, MDB_val *v)
+{
+	MDB_val k = {4, (void *)"ring"};
+	int rc = mdb_get(txn, dbi, &k, v);
+	if (rc == 0 && v->mv_size != JR_RING)
+		rc = MDB_INCOMPATIBLE;
+	return rc;
+}
+
+/*
+ * The slots' offsets in data.mdb, from the ring's address in LMDB's map of
+ * it (LMDB does not say where its map starts: the mapping that holds the
+ * address does), checked by reading the ring's first bytes back.
+ */
+static int jr_place(int fd, const MDB_val *v, off_t off[2], size_t *skip)
+{
+	uintptr_t p = (uintptr_t)v->mv_data;
+	unsigned long long lo, hi, foff;
+	char line[4352], head[64];
+	off_t at = -1;
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return errno;
+	while (at < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%llx %*s %llx", &lo, &hi, &foff) == 3 && p >= lo && p < hi)
+			at = (off_t)(p - lo + foff);
+	fclose(f);
+	if (at < 0 || pread(fd, head, sizeof(head), at) != (ssize_t)sizeof(head) ||
+	    memcmp(head, v->mv_data, sizeof(head)))
+		return MDB_INCOMPATIBLE;
+	off_t first = (at + 4095) / 4096 * 4096; /* a torn page never spans two records */
+	off[0] = first;
+	off[1] = first + JR_SLOT;
+	*skip = (size_t)(first - at);
+	return 0;
+}
+
+struct replay {
+	struct sl_catalog *cat;
+	MDB_txn *txn;
+};
+
+static int replay_op(void *ctx, enum sl_redo_kind kind, unsigned table, const void *key,
+		     size_t klen, const void *val, size_t vlen)
+{
+	struct replay *r = ctx;
+	MDB_dbi dbi;
+	MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+	if (!db_of_code(r->cat, table, &dbi))
+		return SL_ECORRUPT;
+	int rc = kind == SL_REDO_PUT ? mdb_put(r->txn, dbi, &k, &v, 0)
+				     : mdb_del(r->txn, dbi, &k, NULL);
+	/* the state is the one the record was made on: a missing key is not */
+	return rc == MDB_NOTFOUND ? SL_ECORRUPT : map_rc(rc);
+}
+
+/*
+ * Applies the ring's record of the transaction after the last durable one,
+ * if there is one (a power loss came between its acknowledgement and the
+ * flush of its meta page), as a durable commit. Opening writer, no thread.
+ */
+static int jr_replay(struct sl_catalog *cat)
+{
+	for (int attempt = 0;; attempt++) {
+		MDB_txn *txn;
+		MDB_dbi dbi;
+		MDB_val v;
+		off_t off[2];
+		size_t skip;
+		int rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
+		if (rc)
+			return map_rc(rc);
+		rc = mdb_dbi_open(txn, "journal", 0, &dbi);
+		if (rc == 0)
+			rc = jr_ring(txn, dbi, &v);
+		if (rc) {
+			mdb_txn_abort(txn);
+			return rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? 0 : map_rc(rc);
+		}
+		const char *dir;
+		char path[4200];
+		int fd = -1;
+		if (mdb_env_get_path(cat->env, &dir) == 0) {
+			snprintf(path, sizeof(path), "%s/data.mdb", dir);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+		}
+		rc = fd < 0 ? errno : jr_place(fd, &v, off, &skip);
+		if (fd >= 0)
+			close(fd);
+		if (rc) {
+			mdb_txn_abort(txn);
+			sl_log(SL_LOG_ERR, "catalog: cannot find the journal in data.mdb: %s",
+			       rc > 0 ? strerror(rc) : mdb_strerror(rc));
+			return SL_ECORRUPT;
+		}
+		uint64_t next = mdb_txn_id(txn), top = 0;
+		struct sl_redo_rec rec, best;
+		bool found = false;
+		for (int i = 0; i < 2; i++) {
+			const char *slot = (const char *)v.mv_data + skip + (size_t)i * JR_SLOT;
+			if (!sl_redo_open(slot, JR_SLOT, &rec))
+				continue;
+			top = rec.seq > top ? rec.seq : top;
+			if (rec.txnid == next && (!found || rec.seq > best.seq)) {
+				best = rec;
+				found = true;
+			}
+		}
+		cat->jr_seq = top + 1;
+		if (!found) {
+			mdb_txn_abort(txn);
+			return 0;
+		}
+		/* a copy: the puts below must not read from pages of the map */
+		unsigned char *copy = malloc(best.len ? best.len : 1);
+		if (!copy) {
+			mdb_txn_abort(txn);
+			return ENOMEM;
+		}
+		memcpy(copy, best.ops, best.len);
+		best.ops = copy;
+		rc = sl_redo_each(&best, replay_op, &(struct replay){cat, txn});
+		free(copy);
+		if (rc == EINVAL)
+			rc = SL_ECORRUPT;
+		if (rc == 0) {
+			rc = map_rc(mdb_txn_commit(txn));
+		} else {
+			mdb_txn_abort(txn);
+		}
+		if (rc == SL_EMAPFULL && attempt < 8) {
+			grow_map(cat);
+			continue;
+		}
+		if (rc)
+			sl_log(SL_LOG_ERR, "catalog: cannot apply the journal's last transaction "
+			       "(%" PRIu64 "): %s", next, sl_strerror(rc));
+		else
+			sl_log(SL_LOG_WARNING, "catalog: applied the journal's record of transaction "
+			       "%" PRIu64 " (%zu bytes), acknowledged before a power loss", next,
+			       best.len);
+		return rc;
+	}
+}
+
+/* Creates the ring (a durable commit) and finds its place. Before the thread starts. */
+static void jr_setup(struct sl_catalog *cat)
+{
+	const char *env = getenv("SLUICE_JOURNAL");
+	MDB_txn *txn;
+	MDB_val k = {4, (void *)"ring"}, v;
+	int rc;
+
+	if (env && !strcmp(env, "0"))
+		return;
+	pthread_rwlock_rdlock(&cat->map_lock);
+	rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
+	if (rc == 0) {
+		rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &cat->jdbi);
+		if (rc == 0 && (rc = mdb_get(txn, cat->jdbi, &k, &v)) == MDB_NOTFOUND) {
+			v.mv_size = JR_RING;
+			v.mv_data = NULL;
+			if ((rc = mdb_put(txn, cat->jdbi, &k, &v, MDB_RESERVE)) == 0) {
+				/* zeros, after a mark that jr_place() finds it by */
+				memset(v.mv_data, 0, JR_RING);
+				struct timespec ts;
+				clock_gettime(CLOCK_REALTIME, &ts);
+				snprintf(v.mv_data, 64, "sluice journal %lld.%09ld %d",
+					 (long long)ts.tv_sec, ts.tv_nsec, (int)getpid());
+			}
+		}
+		rc = rc ? (mdb_txn_abort(txn), rc) : mdb_txn_commit(txn);
+	}
+	if (rc == 0 && (rc = mdb_txn_begin(cat->env, NULL, MDB_RDONLY, &txn)) == 0) {
+		size_t skip;
+		if ((rc = jr_ring(txn, cat->jdbi, &v)) == 0)
+			rc = jr_place(cat->witness, &v, cat->jr_off, &skip);
+		mdb_txn_abort(txn);
+	}
+	pthread_rwlock_unlock(&cat->map_lock);
+	if (rc)
+		sl_log(SL_LOG_WARNING, "catalog: no journal (%s): each landing group waits for "
+		       "two flushes", mdb_strerror(rc));
+	cat->jr_ok = rc == 0;
+}
+
+static void jr_cancel(struct sl_catalog *cat);
+
+/* Writes t's record to the next slot; whether it is there to be made durable. */
+static bool jr_write(struct sl_catalog *cat, struct sl_txn *t)
+{
+	struct sl_redo *r = t->redo;
+	if (!r || !sl_redo_usable(r) || SL_FAULT_ERR("catalog.journal"))
+		return false;
+	sl_redo_seal(r, cat->jr_seq++, mdb_txn_id(t->txn));
+	if (cat->unsafe == UNSAFE_BAD_JOURNAL)
+		r->buf[8] ^= 1; /* its checksum */
+	off_t off = cat->jr_off[cat->jr_slot];
+	for (size_t done = 0; done < r->len;) {
+		ssize_t w = pwrite(cat->witness, r->buf + done, r->len - done, off + (off_t)done);
+		if (w <= 0) {
+			jr_cancel(cat); /* and its checksum would not match */
+			return false;
+		}
+		done += (size_t)w;
+	}
+	return true;
+}
+
+/* The commit of the record just written failed: it must never be applied. */
+static void jr_cancel(struct sl_catalog *cat)
+{
+	static const char zeros[SL_REDO_HDR];
+	if (pwrite(cat->witness, zeros, sizeof(zeros), cat->jr_off[cat->jr_slot]) !=
+	    (ssize_t)sizeof(zeros))
+		sl_log(SL_LOG_WARNING, "catalog: cannot cancel a journal record: %s",
+		       strerror(errno));
+}
+
+/*
  * After a group's commit failed to write, commits each of its requests on
  * its own: one request too big for the disk must not fail the small ones
  * (a publish, a deletion) that rode with it.
@@ -587,6 +887,8 @@ static void run_each(struct sl_catalog *cat, struct wreq *group)
 		r->next = next;
 	}
 }
+
+static void flush_failed(struct sl_catalog *cat, int rc);
 
 /*
  * Runs one group of requests in one transaction. A request that fails on its
@@ -609,6 +911,11 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 		pthread_rwlock_rdlock(&cat->map_lock);
 		rc = mdb_txn_begin(cat->env, NULL, 0, &t.txn);
 		t.asc = NULL;
+		t.redo = NULL;
+		if (cat->jr_active) {
+			sl_redo_reset(&cat->redo, JR_SLOT);
+			t.redo = &cat->redo;
+		}
 		if (rc) {
 			pthread_rwlock_unlock(&cat->map_lock);
 			rc = map_rc(rc);
@@ -655,8 +962,25 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 			rc = injected;
 			break;
 		}
+		bool journaled = cat->jr_active && jr_write(cat, &t);
+		/* "catalog.sync" here: LMDB's flush, the only one of a journaled commit, failed */
+		int lost = journaled ? SL_FAULT_ERR("catalog.sync") : 0;
+		if (lost) {
+			mdb_txn_abort(t.txn);
+			pthread_rwlock_unlock(&cat->map_lock);
+			jr_cancel(cat);
+			flush_failed(cat, lost);
+			rc = lost;
+			break;
+		}
 		rc = mdb_txn_commit(t.txn);
 		pthread_rwlock_unlock(&cat->map_lock);
+		if (journaled && rc)
+			jr_cancel(cat); /* the next record goes to the same slot */
+		else if (journaled)
+			cat->jr_slot ^= 1;
+		if (rc == 0)
+			cat->tail_journaled = journaled;
 		if (rc == MDB_MAP_FULL) {
 			grow_map(cat);
 			continue;
@@ -736,6 +1060,15 @@ static uint64_t last_txnid(struct sl_catalog *cat)
  * success over lost pages; the witness reports every error since its own
  * last flush.
  */
+static void flush_failed(struct sl_catalog *cat, int rc)
+{
+	if (!cat->failed) {
+		sl_log(SL_LOG_ERR, "catalog flush failed (%s): landing stops until a remount",
+		       strerror(rc));
+		cat->failed = rc;
+	}
+}
+
 static int durable_sync(struct sl_catalog *cat)
 {
 	SL_FAULT("catalog.before_sync");
@@ -744,11 +1077,8 @@ static int durable_sync(struct sl_catalog *cat)
 		return 0;
 	if (!rc && fdatasync(cat->witness))
 		rc = errno;
-	if (rc && !cat->failed) {
-		sl_log(SL_LOG_ERR, "catalog flush failed (%s): landing stops until a remount",
-		       strerror(rc));
-		cat->failed = rc;
-	}
+	if (rc)
+		flush_failed(cat, rc);
 	return rc;
 }
 
@@ -838,8 +1168,13 @@ static void run_pipelined(struct sl_catalog *cat, struct wreq *group, struct wre
 		finish(cat, group);
 		return;
 	}
+	if (cat->jr_ok)
+		zero_ahead(cat); /* no idle flush comes to do it: this group's flush will */
 	uint64_t before = last_txnid(cat);
+	cat->jr_active = cat->jr_ok;
+	cat->tail_journaled = false;
 	run_group(cat, group);
+	cat->jr_active = false;
 	bool committed = last_txnid(cat) != before, commit_failed = false;
 	for (struct wreq *r = group; r; r = r->next)
 		commit_failed |= !r->skip && r->rc != 0;
@@ -849,8 +1184,17 @@ static void run_pipelined(struct sl_catalog *cat, struct wreq *group, struct wre
 		finish(cat, group);
 		return;
 	}
+	if (committed && !commit_failed && cat->tail_journaled) {
+		/* its data flush carried its record and the previous meta page: durable */
+		cat->meta_behind = true;
+		finish(cat, *pending);
+		*pending = NULL;
+		finish(cat, group);
+		return;
+	}
 	if (committed && !commit_failed) {
 		/* this group's data flush made the previous group's meta page durable */
+		cat->meta_behind = false;
 		finish(cat, *pending);
 		*pending = group;
 		return;
@@ -918,6 +1262,8 @@ static void *commit_main(void *arg)
 	}
 	pthread_mutex_unlock(&cat->q_mu);
 	make_durable(cat, &pending);
+	if (cat->meta_behind && durable_sync(cat) == 0)
+		cat->meta_behind = false; /* a clean stop needs no journal at the next start */
 	pthread_mutex_lock(&cat->q_mu);
 	cat->running = false;
 	pthread_mutex_unlock(&cat->q_mu);
@@ -1081,13 +1427,18 @@ static int put(struct sl_txn *t, MDB_dbi dbi, void *k, size_t klen, const void *
 	MDB_val key = {klen, k}, val = {vlen, (void *)v};
 	if (!t->write)
 		return EROFS;
-	return map_rc(mdb_put(t->txn, dbi, &key, &val, 0));
+	int rc = map_rc(mdb_put(t->txn, dbi, &key, &val, 0));
+	if (rc == 0 && t->redo)
+		sl_redo_add(t->redo, SL_REDO_PUT, db_code(t->cat, dbi), k, klen, v, vlen);
+	return rc;
 }
 
 static int del(struct sl_txn *t, MDB_dbi dbi, void *k, size_t klen)
 {
 	MDB_val key = {klen, k};
 	int rc = map_rc(mdb_del(t->txn, dbi, &key, NULL));
+	if (rc == 0 && t->redo)
+		sl_redo_add(t->redo, SL_REDO_DEL, db_code(t->cat, dbi), k, klen, NULL, 0);
 	return rc == SL_NOTFOUND ? 0 : rc;
 }
 
@@ -1453,6 +1804,8 @@ int sl_txn_put_ascending(struct sl_txn *t, enum sl_table tb, const void *key, si
 	rc = mdb_cursor_put(t->asc, &k, &v, MDB_APPEND);
 	if (rc == MDB_KEYEXIST)
 		rc = mdb_cursor_put(t->asc, &k, &v, 0);
+	if (rc == 0 && t->redo)
+		sl_redo_add(t->redo, SL_REDO_PUT, db_code(t->cat, dbi), key, klen, val, vlen);
 	return map_rc(rc);
 }
 

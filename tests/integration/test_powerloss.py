@@ -201,6 +201,8 @@ def verify(mounts, tmp, n, rec, after):
     """The rebuilt data dir: consistent, and every acknowledgement kept."""
     p = util.sluice("check", after)
     problems = [] if p.returncode == 0 else [p.stdout + p.stderr]
+    # check is the first writer to open the catalog: it applies the journal
+    replayed = "applied the journal's record" in p.stderr
     m = mounts.new(data=after, mnt=os.path.join(tmp, "check-%d" % n))
     lost = []
     for name, want in sorted(rec.acked.items()):
@@ -226,7 +228,7 @@ def verify(mounts, tmp, n, rec, after):
             half.append(name)
     m.unmount()
     shutil.rmtree(after)
-    return lost, half, problems
+    return lost, half, problems, replayed
 
 
 def make_pristine(mounts, tmp):
@@ -253,43 +255,51 @@ def test_powerloss_keeps_every_acknowledgement(mounts, tmp_path):
     # image after a clean unmount holds everything
     rec, cut, total, after = run_once(mounts, tmp, pristine, 0, 0)
     assert not cut and len(rec.acked) == PRODUCERS * FILES
-    lost, half, problems = verify(mounts, tmp, 0, rec, after)
+    lost, half, problems, replayed = verify(mounts, tmp, 0, rec, after)
     assert not lost and not half and not problems, (lost, half, problems)
+    assert not replayed  # a clean unmount leaves nothing to apply
     assert total > PRODUCERS * FILES // 4
 
     report = []
     for n, c in enumerate(cut_points(total, CUTS), 1):
         rec, cut, _, after = run_once(mounts, tmp, pristine, n, c)
-        lost, half, problems = verify(mounts, tmp, n, rec, after)
-        report.append((c, cut, len(rec.acked), lost, half, problems))
-    print("cuts (op, cut, acknowledged): %r" % [r[:3] for r in report])
+        lost, half, problems, replayed = verify(mounts, tmp, n, rec, after)
+        report.append((c, cut, len(rec.acked), lost, half, problems, replayed))
+    print("cuts (op, cut, acknowledged, journal applied): %r"
+          % [r[:3] + r[6:] for r in report])
     bad = [r for r in report if r[3] or r[4] or r[5]]
     assert not bad, "\n".join(
         "cut at op %d: %d acknowledged, lost %r, half there %r, sluice check: %r" % (c, a, l, h, pr)
-        for c, _, a, l, h, pr in bad)
+        for c, _, a, l, h, pr, _ in bad)
+    # some cuts came between a group's acknowledgement and its meta page's
+    # flush: the journal's record was what kept the group
+    assert any(r[6] for r in report), report
     # the cuts did cut, and some after acknowledgements
     assert sum(1 for r in report if r[1]) >= len(report) // 2, report
     assert any(r[2] > 0 and r[1] for r in report), report
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("mode", ["nosync", "early-ack"])
+@pytest.mark.parametrize("mode", ["nosync", "early-ack", "bad-journal"])
 def test_powerloss_catches_a_broken_sync(mounts, tmp_path, mode):
-    """The harness can fail: a catalog that never flushes, or a pipelined
-    commit that acknowledges a group before the flush that makes its meta
-    page durable, loses acknowledged files at some cut."""
+    """The harness can fail: a catalog that never flushes, a pipelined
+    commit without the journal that acknowledges a group before the flush
+    that makes its meta page durable, or a journal whose records are never
+    applied, loses acknowledged files at some cut."""
     need_shim()
     if not util.faults_compiled():
         pytest.skip("needs a build with -Dfaults=true")
     tmp = str(tmp_path)
     pristine = make_pristine(mounts, tmp)
     unsafe = {"SLUICE_FAULT_SYNC": mode}
+    if mode == "early-ack":
+        unsafe["SLUICE_JOURNAL"] = "0"  # with the journal an early ack is durable
     _, _, total, after = run_once(mounts, tmp, pristine, 0, 0, unsafe)
     shutil.rmtree(after)
     caught = []
     for n, c in enumerate(cut_points(total, 12), 1):
         rec, cut, _, after = run_once(mounts, tmp, pristine, n, c, unsafe)
-        lost, _, problems = verify(mounts, tmp, n, rec, after)
+        lost, _, problems, _ = verify(mounts, tmp, n, rec, after)
         if lost or problems:
             caught.append((c, len(rec.acked), len(lost), len(problems)))
     print("SLUICE_FAULT_SYNC=%s: %d durable ops in a full run; cuts losing acknowledged files "
