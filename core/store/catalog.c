@@ -483,6 +483,11 @@ void sl_catalog_close(struct sl_catalog *cat)
 	free(cat);
 }
 
+bool sl_catalog_journaled(struct sl_catalog *cat)
+{
+	return cat->jr_ok;
+}
+
 uint64_t sl_catalog_commits(struct sl_catalog *cat)
 {
 	pthread_mutex_lock(&cat->q_mu);
@@ -807,24 +812,31 @@ static void jr_setup(struct sl_catalog *cat)
 
 	if (env && !strcmp(env, "0"))
 		return;
-	pthread_rwlock_rdlock(&cat->map_lock);
-	rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
-	if (rc == 0) {
-		rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &cat->jdbi);
-		if (rc == 0 && (rc = mdb_get(txn, cat->jdbi, &k, &v)) == MDB_NOTFOUND) {
-			v.mv_size = JR_RING;
-			v.mv_data = NULL;
-			if ((rc = mdb_put(txn, cat->jdbi, &k, &v, MDB_RESERVE)) == 0) {
-				/* zeros, after a mark that jr_place() finds it by */
-				memset(v.mv_data, 0, JR_RING);
-				struct timespec ts;
-				clock_gettime(CLOCK_REALTIME, &ts);
-				snprintf(v.mv_data, 64, "sluice journal %lld.%09ld %d",
-					 (long long)ts.tv_sec, ts.tv_nsec, (int)getpid());
+	for (int attempt = 0;; attempt++) {
+		pthread_rwlock_rdlock(&cat->map_lock);
+		rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
+		if (rc == 0) {
+			rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &cat->jdbi);
+			if (rc == 0 && (rc = mdb_get(txn, cat->jdbi, &k, &v)) == MDB_NOTFOUND) {
+				v.mv_size = JR_RING;
+				v.mv_data = NULL;
+				if ((rc = mdb_put(txn, cat->jdbi, &k, &v, MDB_RESERVE)) == 0) {
+					/* zeros, after a mark that jr_place() finds it by */
+					memset(v.mv_data, 0, JR_RING);
+					struct timespec ts;
+					clock_gettime(CLOCK_REALTIME, &ts);
+					snprintf(v.mv_data, 64, "sluice journal %lld.%09ld %d",
+						 (long long)ts.tv_sec, ts.tv_nsec, (int)getpid());
+				}
 			}
+			rc = rc ? (mdb_txn_abort(txn), rc) : mdb_txn_commit(txn);
 		}
-		rc = rc ? (mdb_txn_abort(txn), rc) : mdb_txn_commit(txn);
+		pthread_rwlock_unlock(&cat->map_lock);
+		if (rc != MDB_MAP_FULL || attempt >= 8)
+			break;
+		grow_map(cat); /* a full catalog (a big engine state): room for the ring */
 	}
+	pthread_rwlock_rdlock(&cat->map_lock);
 	if (rc == 0 && (rc = mdb_txn_begin(cat->env, NULL, MDB_RDONLY, &txn)) == 0) {
 		size_t skip;
 		if ((rc = jr_ring(txn, cat->jdbi, &v)) == 0)

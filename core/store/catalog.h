@@ -152,6 +152,12 @@ int sl_catalog_write_lazy(struct sl_catalog *cat, sl_apply_fn fn, void *arg, sl_
 uint64_t sl_catalog_commits(struct sl_catalog *cat);
 
 /*
+ * Whether the commit thread writes each group's redo record (the journal,
+ * catalog.c), so that a group is durable after one flush (for tests).
+ */
+bool sl_catalog_journaled(struct sl_catalog *cat);
+
+/*
  * Ids. sl_catalog_next_id() hands out ids from a range reserved durably in
  * advance (one commit per range). *lo..*hi is the span of ids handed out by
  * earlier processes whose fate is unknown (a crash): blobs there that no

@@ -250,6 +250,45 @@ static void test_make_room(void)
 	sl_catalog_close(cat);
 }
 
+/*
+ * The journal's ring (4 MiB) is created at the first start; a catalog whose
+ * map is nearly full (a big engine state) grows it for the ring instead of
+ * going without the journal.
+ */
+static void test_journal_on_a_full_map(void)
+{
+	char dir[300];
+	struct sl_catalog *cat = open_new(dir, sizeof(dir));
+
+	CHECK(cat);
+	for (uint64_t id = 1; id <= 62; id++) /* 62 MiB of a 64 MiB map */
+		CHECK_OK(sl_catalog_write(cat, put_big, &id));
+	CHECK_OK(sl_catalog_start(cat));
+	CHECK(sl_catalog_journaled(cat));
+	uint64_t id = 63;
+	CHECK_OK(sl_catalog_write(cat, put_big, &id)); /* too big for a record: two flushes */
+	struct put_arg a = {.ino = {.id = 64, .parent = SL_ID_IN, .kind = SL_KIND_FILE},
+			    .data = "small"};
+	strcpy(a.ino.name, "small");
+	CHECK_OK(sl_catalog_write(cat, put_file, &a));
+	sl_catalog_close(cat);
+
+	/* a clean close leaves nothing to apply; the ring is kept, the data too */
+	CHECK_OK(sl_catalog_open(dir, 0, &cat));
+	CHECK_OK(sl_catalog_start(cat));
+	CHECK(sl_catalog_journaled(cat));
+	struct sl_txn *t;
+	const void *d;
+	size_t len;
+	CHECK_OK(sl_catalog_read(cat, &t));
+	CHECK_OK(sl_txn_data_get(t, 64, &d, &len));
+	CHECK(len == 5 && !memcmp(d, "small", 5));
+	CHECK_OK(sl_txn_data_get(t, 62, &d, &len));
+	CHECK(len == 1 << 20);
+	sl_txn_end(t);
+	sl_catalog_close(cat);
+}
+
 /* An asynchronous request: its apply gets the struct, its done records rc. */
 struct areq {
 	atomic_int done;
@@ -367,6 +406,7 @@ int main(void)
 	test(test_group_commit);
 	test(test_map_grows);
 	test(test_make_room);
+	test(test_journal_on_a_full_map);
 	test(test_failed_write_spares_the_group);
 	test(test_ids_survive_reopen);
 	test(test_readonly_refuses_writes);
