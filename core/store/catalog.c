@@ -118,6 +118,7 @@ struct sl_catalog {
 	int jr_slot;                 /* the slot the next record goes to */
 	uint64_t jr_seq;             /* the next record's sequence number */
 	off_t jr_off[2];             /* the slots' places in data.mdb */
+	size_t jr_limit;             /* a record's biggest size (JR_SLOT) */
 	struct sl_redo redo;
 };
 
@@ -812,6 +813,13 @@ static void jr_setup(struct sl_catalog *cat)
 
 	if (env && !strcmp(env, "0"))
 		return;
+	cat->jr_limit = JR_SLOT;
+#if SL_FAULTS
+	/* SLUICE_JOURNAL_LIMIT=BYTES: smaller records, so that tests mix both paths */
+	const char *lim = getenv("SLUICE_JOURNAL_LIMIT");
+	if (lim && atol(lim) > 0 && (size_t)atol(lim) < JR_SLOT)
+		cat->jr_limit = (size_t)atol(lim);
+#endif
 	for (int attempt = 0;; attempt++) {
 		pthread_rwlock_rdlock(&cat->map_lock);
 		rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
@@ -925,7 +933,7 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 		t.asc = NULL;
 		t.redo = NULL;
 		if (cat->jr_active) {
-			sl_redo_reset(&cat->redo, JR_SLOT);
+			sl_redo_reset(&cat->redo, cat->jr_limit);
 			t.redo = &cat->redo;
 		}
 		if (rc) {

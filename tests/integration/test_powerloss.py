@@ -246,14 +246,23 @@ def cut_points(total, count):
 
 
 @pytest.mark.timeout(900)
-def test_powerloss_keeps_every_acknowledgement(mounts, tmp_path):
+@pytest.mark.parametrize("limit", [None, 12288], ids=["journal", "mixed"])
+def test_powerloss_keeps_every_acknowledgement(mounts, tmp_path, limit):
+    """With the journal, and with journal records limited to 12 KiB (a
+    build with fault points), so that groups of small files go the journal's
+    way and bigger groups the two-flush way, cut after cut."""
     need_shim()
+    env = None
+    if limit:
+        if not util.faults_compiled():
+            pytest.skip("needs a build with -Dfaults=true")
+        env = {"SLUICE_JOURNAL_LIMIT": str(limit)}
     tmp = str(tmp_path)
     pristine = make_pristine(mounts, tmp)
 
     # a run without a cut: how many durable operations a run makes, and the
     # image after a clean unmount holds everything
-    rec, cut, total, after = run_once(mounts, tmp, pristine, 0, 0)
+    rec, cut, total, after = run_once(mounts, tmp, pristine, 0, 0, env)
     assert not cut and len(rec.acked) == PRODUCERS * FILES
     lost, half, problems, replayed = verify(mounts, tmp, 0, rec, after)
     assert not lost and not half and not problems, (lost, half, problems)
@@ -262,7 +271,7 @@ def test_powerloss_keeps_every_acknowledgement(mounts, tmp_path):
 
     report = []
     for n, c in enumerate(cut_points(total, CUTS), 1):
-        rec, cut, _, after = run_once(mounts, tmp, pristine, n, c)
+        rec, cut, _, after = run_once(mounts, tmp, pristine, n, c, env)
         lost, half, problems, replayed = verify(mounts, tmp, n, rec, after)
         report.append((c, cut, len(rec.acked), lost, half, problems, replayed))
     print("cuts (op, cut, acknowledged, journal applied): %r"
