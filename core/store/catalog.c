@@ -112,7 +112,7 @@ struct sl_catalog {
 	/* the journal (see "The journal" below) */
 	MDB_dbi jdbi;
 	bool jr_ok;                  /* the ring exists and its place in data.mdb is known */
-	bool jr_active;              /* run_group() records its commits (the commit thread) */
+	bool jr_active;              /* run_group() records its commits (commit thread only) */
 	bool tail_journaled;         /* the last commit's record is in the ring */
 	bool meta_behind;            /* a journaled commit's meta page is not durable yet */
 	int jr_slot;                 /* the slot the next record goes to */
@@ -406,6 +406,13 @@ free_cat:
 
 static void *commit_main(void *arg);
 static void jr_setup(struct sl_catalog *cat);
+
+/*
+ * Set in the commit thread: the journal's state (slot, sequence, record
+ * buffer) is its alone, and a writer that commits inline while it stops
+ * never touches it.
+ */
+static _Thread_local bool in_commit_thread;
 
 void sl_catalog_set_hooks(struct sl_catalog *cat, uint64_t (*live)(void *ctx),
 			  sl_apply_fn group, void *ctx)
@@ -932,7 +939,7 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 		rc = mdb_txn_begin(cat->env, NULL, 0, &t.txn);
 		t.asc = NULL;
 		t.redo = NULL;
-		if (cat->jr_active) {
+		if (in_commit_thread && cat->jr_active) {
 			sl_redo_reset(&cat->redo, cat->jr_limit);
 			t.redo = &cat->redo;
 		}
@@ -982,7 +989,7 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 			rc = injected;
 			break;
 		}
-		bool journaled = cat->jr_active && jr_write(cat, &t);
+		bool journaled = t.redo && jr_write(cat, &t);
 		/* "catalog.sync" here: LMDB's flush, the only one of a journaled commit, failed */
 		int lost = journaled ? SL_FAULT_ERR("catalog.sync") : 0;
 		if (lost) {
@@ -999,7 +1006,7 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 			jr_cancel(cat); /* the next record goes to the same slot */
 		else if (journaled)
 			cat->jr_slot ^= 1;
-		if (rc == 0)
+		if (rc == 0 && in_commit_thread)
 			cat->tail_journaled = journaled;
 		if (rc == MDB_MAP_FULL) {
 			grow_map(cat);
@@ -1242,6 +1249,7 @@ static void *commit_main(void *arg)
 	struct sl_catalog *cat = arg;
 	struct wreq *pending = NULL;
 
+	in_commit_thread = true;
 	pthread_mutex_lock(&cat->q_mu);
 	for (;;) {
 		bool timed_out = false;
