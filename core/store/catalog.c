@@ -810,15 +810,25 @@ static int jr_replay(struct sl_catalog *cat)
 	}
 }
 
-/* Creates the ring (a durable commit) and finds its place. Before the thread starts. */
+/*
+ * Creates the ring (a durable commit) and finds its place. Before the thread
+ * starts. Like the zeros ahead, the journal saves time, never space: no ring
+ * is made on a disk with less than JR_ROOM rings free, and a commit of it
+ * that fails gives back what it wrote.
+ */
+#define JR_ROOM 8
+
 static void jr_setup(struct sl_catalog *cat)
 {
 	const char *env = getenv("SLUICE_JOURNAL");
 	MDB_txn *txn;
 	MDB_val k = {4, (void *)"ring"}, v;
+	struct stat sb0, sb;
+	struct statvfs vfs;
+	bool small = false;
 	int rc;
 
-	if (env && !strcmp(env, "0"))
+	if ((env && !strcmp(env, "0")) || fstat(cat->witness, &sb0))
 		return;
 	cat->jr_limit = JR_SLOT;
 #if SL_FAULTS
@@ -832,7 +842,11 @@ static void jr_setup(struct sl_catalog *cat)
 		rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
 		if (rc == 0) {
 			rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &cat->jdbi);
-			if (rc == 0 && (rc = mdb_get(txn, cat->jdbi, &k, &v)) == MDB_NOTFOUND) {
+			if (rc == 0 && (rc = mdb_get(txn, cat->jdbi, &k, &v)) == MDB_NOTFOUND &&
+			    (fstatvfs(cat->witness, &vfs) ||
+			     (uint64_t)vfs.f_bavail * vfs.f_frsize < JR_ROOM * (uint64_t)JR_RING)) {
+				small = true;
+			} else if (rc == MDB_NOTFOUND) {
 				v.mv_size = JR_RING;
 				v.mv_data = NULL;
 				if ((rc = mdb_put(txn, cat->jdbi, &k, &v, MDB_RESERVE)) == 0) {
@@ -844,12 +858,21 @@ static void jr_setup(struct sl_catalog *cat)
 						 (long long)ts.tv_sec, ts.tv_nsec, (int)getpid());
 				}
 			}
-			rc = rc ? (mdb_txn_abort(txn), rc) : mdb_txn_commit(txn);
+			rc = rc || small ? (mdb_txn_abort(txn), rc) : mdb_txn_commit(txn);
 		}
 		pthread_rwlock_unlock(&cat->map_lock);
 		if (rc != MDB_MAP_FULL || attempt >= 8)
 			break;
 		grow_map(cat); /* a full catalog (a big engine state): room for the ring */
+	}
+	int why = rc == EIO ? commit_errno(cat, rc) : rc; /* before the space comes back */
+	if (rc && fstat(cat->witness, &sb) == 0 && sb.st_size > sb0.st_size)
+		(void)!ftruncate(cat->witness, sb0.st_size); /* a commit's part that fitted */
+	if (small) {
+		sl_log(SL_LOG_INFO, "catalog: no journal on a disk with less than %llu MiB "
+		       "free: each landing group waits for two flushes",
+		       (unsigned long long)(JR_ROOM * JR_RING) >> 20);
+		return;
 	}
 	pthread_rwlock_rdlock(&cat->map_lock);
 	if (rc == 0 && (rc = mdb_txn_begin(cat->env, NULL, MDB_RDONLY, &txn)) == 0) {
@@ -859,9 +882,11 @@ static void jr_setup(struct sl_catalog *cat)
 		mdb_txn_abort(txn);
 	}
 	pthread_rwlock_unlock(&cat->map_lock);
+	if (rc && !why)
+		why = rc; /* the ring is there, its place not found */
 	if (rc)
 		sl_log(SL_LOG_WARNING, "catalog: no journal (%s): each landing group waits for "
-		       "two flushes", mdb_strerror(rc));
+		       "two flushes", why > 0 ? strerror(why) : mdb_strerror(why));
 	cat->jr_ok = rc == 0;
 }
 

@@ -91,3 +91,32 @@ def test_enospc_cp_fails_and_nothing_lands(tmpfs_data, mounts, src):
     write_file(m.inp("small.json"), b"small\n")
     d = m.wait_landed()
     assert d["filesLanded"] == 1
+
+
+@pytest.mark.timeout(90)
+def test_small_disk_lands_without_the_journal(request, tmp_path, mounts):
+    """The catalog journal's ring (4 MiB) is made only with 32 MiB free: on a
+    4 MiB disk the mount goes without it (two flushes per landing group),
+    quietly, and keeps its space for landings."""
+    d = tmp_path / "small"
+    d.mkdir()
+    util.mount_tmpfs(d, "4m")
+    try:
+        m = mounts.new(data=d / "data")
+        want = {}
+        for i in range(20):
+            name = "f%02d.json" % i
+            want[name] = b'{"i": %d}\n' % i
+            write_file(m.inp(name), want[name])
+        m.wait_landed()
+        for name, body in want.items():
+            assert read_file(m.inp(name)) == body
+        m.unmount()
+        data_mdb = d / "data" / "catalog" / "data.mdb"
+        assert os.stat(data_mdb).st_size < MiB, os.stat(data_mdb).st_size
+        p = util.sluice("check", d / "data")
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "journal" not in p.stderr, p.stderr
+    finally:
+        mounts.finish(request)  # the daemon holds files on the tmpfs
+        util.umount_tmpfs(d)
