@@ -150,7 +150,10 @@ static int map_rc(int rc)
 	return rc > 0 ? rc : EIO;
 }
 
-/* A table's number in redo records: the named tables, then enum sl_table; 256 for none. */
+/*
+ * A table's number in redo records: the named tables, then enum sl_table;
+ * 256 for none. Part of the ring's format: new tables only at the end.
+ */
 static unsigned db_code(const struct sl_catalog *cat, MDB_dbi dbi)
 {
 	const MDB_dbi named[] = {cat->meta, cat->inode, cat->dirent, cat->data, cat->pending,

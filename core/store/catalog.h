@@ -211,6 +211,7 @@ int sl_txn_landed_del(struct sl_txn *txn, uint64_t seq);
  * Engine tables, generic: keys and values are byte strings whose layouts
  * their owner module documents. Values are borrowed until the txn ends.
  */
+/* The order is on disk (the journal's redo records number tables by it): append only. */
 enum sl_table {
 	SL_TABLE_QUERIES, /* query name -> query id (see source.c) */
 	SL_TABLE_QINDEX,  /* a query's unplanned files in landing order */
