@@ -112,12 +112,11 @@ struct sl_catalog {
 	/* the journal (see "The journal" below) */
 	MDB_dbi jdbi;
 	bool jr_ok;                  /* the ring exists and its place in data.mdb is known */
-	bool jr_active;              /* run_group() records its commits (commit thread only) */
 	bool tail_journaled;         /* the last commit's record is in the ring */
 	bool meta_behind;            /* a journaled commit's meta page is not durable yet */
 	int jr_slot;                 /* the slot the next record goes to */
 	uint64_t jr_seq;             /* the next record's sequence number */
-	off_t jr_off[2];             /* the slots' places in data.mdb */
+	off_t jr_base;               /* slot 0's place in data.mdb; slot 1 follows */
 	size_t jr_limit;             /* a record's biggest size (JR_SLOT) */
 	struct sl_redo redo;
 };
@@ -154,19 +153,6 @@ static int map_rc(int rc)
  * A table's number in redo records: the named tables, then enum sl_table;
  * 256 for none. Part of the ring's format: new tables only at the end.
  */
-static unsigned db_code(const struct sl_catalog *cat, MDB_dbi dbi)
-{
-	const MDB_dbi named[] = {cat->meta, cat->inode, cat->dirent, cat->data, cat->pending,
-				 cat->landed};
-	for (unsigned i = 0; i < 6; i++)
-		if (named[i] == dbi)
-			return i;
-	for (unsigned i = 0; i < SL_TABLE_COUNT; i++)
-		if (cat->tables[i] && cat->tables[i] == dbi)
-			return 6 + i;
-	return 256;
-}
-
 static bool db_of_code(const struct sl_catalog *cat, unsigned code, MDB_dbi *dbi)
 {
 	const MDB_dbi named[] = {cat->meta, cat->inode, cat->dirent, cat->data, cat->pending,
@@ -178,6 +164,23 @@ static bool db_of_code(const struct sl_catalog *cat, unsigned code, MDB_dbi *dbi
 	else
 		return false;
 	return true;
+}
+
+static unsigned db_code(const struct sl_catalog *cat, MDB_dbi dbi)
+{
+	MDB_dbi d;
+	for (unsigned code = 0; code < 6 + SL_TABLE_COUNT; code++)
+		if (db_of_code(cat, code, &d) && d == dbi)
+			return code;
+	return 256;
+}
+
+/* Records a change in t's redo record, if t keeps one that still fits. */
+static void redo_note(struct sl_txn *t, enum sl_redo_kind kind, MDB_dbi dbi, const void *k,
+		      size_t klen, const void *v, size_t vlen)
+{
+	if (t->redo && !t->redo->over)
+		sl_redo_add(t->redo, kind, db_code(t->cat, dbi), k, klen, v, vlen);
 }
 
 static int open_dbs(struct sl_catalog *cat, bool create)
@@ -678,16 +681,19 @@ static int jr_ring(MDB_txn *txn, MDB_dbi dbi, MDB_val *v)
 }
 
 /*
- * The slots' offsets in data.mdb, from the ring's address in LMDB's map of
- * it (LMDB does not say where its map starts: the mapping that holds the
- * address does), checked by reading the ring's first bytes back.
+ * Slot 0's place in data.mdb (page-aligned: a torn page never spans two
+ * records) and its distance from the ring's start, from the ring's
+ * address in LMDB's map (LMDB does not say where its map starts: the
+ * mapping that holds the address does), checked by reading the ring's
+ * first bytes back through LMDB's descriptor.
  */
-static int jr_place(int fd, const MDB_val *v, off_t off[2], size_t *skip)
+static int jr_place(struct sl_catalog *cat, const MDB_val *v, off_t *base, size_t *skip)
 {
 	uintptr_t p = (uintptr_t)v->mv_data;
 	unsigned long long lo, hi, foff;
 	char line[4352], head[64];
 	off_t at = -1;
+	int fd;
 	FILE *f = fopen("/proc/self/maps", "re");
 	if (!f)
 		return errno;
@@ -695,13 +701,12 @@ static int jr_place(int fd, const MDB_val *v, off_t off[2], size_t *skip)
 		if (sscanf(line, "%llx-%llx %*s %llx", &lo, &hi, &foff) == 3 && p >= lo && p < hi)
 			at = (off_t)(p - lo + foff);
 	fclose(f);
-	if (at < 0 || pread(fd, head, sizeof(head), at) != (ssize_t)sizeof(head) ||
+	if (at < 0 || mdb_env_get_fd(cat->env, &fd) ||
+	    pread(fd, head, sizeof(head), at) != (ssize_t)sizeof(head) ||
 	    memcmp(head, v->mv_data, sizeof(head)))
 		return MDB_INCOMPATIBLE;
-	off_t first = (at + 4095) / 4096 * 4096; /* a torn page never spans two records */
-	off[0] = first;
-	off[1] = first + JR_SLOT;
-	*skip = (size_t)(first - at);
+	*base = (at + 4095) / 4096 * 4096;
+	*skip = (size_t)(*base - at);
 	return 0;
 }
 
@@ -735,7 +740,7 @@ static int jr_replay(struct sl_catalog *cat)
 		MDB_txn *txn;
 		MDB_dbi dbi;
 		MDB_val v;
-		off_t off[2];
+		off_t base;
 		size_t skip;
 		int rc = mdb_txn_begin(cat->env, NULL, 0, &txn);
 		if (rc)
@@ -747,17 +752,7 @@ static int jr_replay(struct sl_catalog *cat)
 			mdb_txn_abort(txn);
 			return rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? 0 : map_rc(rc);
 		}
-		const char *dir;
-		char path[4200];
-		int fd = -1;
-		if (mdb_env_get_path(cat->env, &dir) == 0) {
-			snprintf(path, sizeof(path), "%s/data.mdb", dir);
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-		}
-		rc = fd < 0 ? errno : jr_place(fd, &v, off, &skip);
-		if (fd >= 0)
-			close(fd);
-		if (rc) {
+		if ((rc = jr_place(cat, &v, &base, &skip))) {
 			mdb_txn_abort(txn);
 			sl_log(SL_LOG_ERR, "catalog: cannot find the journal in data.mdb: %s",
 			       rc > 0 ? strerror(rc) : mdb_strerror(rc));
@@ -781,7 +776,7 @@ static int jr_replay(struct sl_catalog *cat)
 			mdb_txn_abort(txn);
 			return 0;
 		}
-		/* a copy: the puts below must not read from pages of the map */
+		/* a copy: LMDB's values are valid only until the txn's next update */
 		unsigned char *copy = malloc(best.len ? best.len : 1);
 		if (!copy) {
 			mdb_txn_abort(txn);
@@ -881,7 +876,7 @@ static void jr_setup(struct sl_catalog *cat)
 	if (rc == 0 && (rc = mdb_txn_begin(cat->env, NULL, MDB_RDONLY, &txn)) == 0) {
 		size_t skip;
 		if ((rc = jr_ring(txn, cat->jdbi, &v)) == 0)
-			rc = jr_place(cat->witness, &v, cat->jr_off, &skip);
+			rc = jr_place(cat, &v, &cat->jr_base, &skip);
 		mdb_txn_abort(txn);
 	}
 	pthread_rwlock_unlock(&cat->map_lock);
@@ -893,7 +888,19 @@ static void jr_setup(struct sl_catalog *cat)
 	cat->jr_ok = rc == 0;
 }
 
-static void jr_cancel(struct sl_catalog *cat);
+static off_t jr_slot_at(const struct sl_catalog *cat)
+{
+	return cat->jr_base + (off_t)cat->jr_slot * JR_SLOT;
+}
+
+/* The commit of the record just written failed: it must never be applied. */
+static void jr_cancel(struct sl_catalog *cat)
+{
+	static const char zeros[SL_REDO_HDR];
+	if (pwrite(cat->witness, zeros, sizeof(zeros), jr_slot_at(cat)) != (ssize_t)sizeof(zeros))
+		sl_log(SL_LOG_WARNING, "catalog: cannot cancel a journal record: %s",
+		       strerror(errno));
+}
 
 /* Writes t's record to the next slot; whether it is there to be made durable. */
 static bool jr_write(struct sl_catalog *cat, struct sl_txn *t)
@@ -903,10 +910,10 @@ static bool jr_write(struct sl_catalog *cat, struct sl_txn *t)
 		return false;
 	sl_redo_seal(r, cat->jr_seq++, mdb_txn_id(t->txn));
 	if (cat->unsafe == UNSAFE_BAD_JOURNAL)
-		r->buf[8] ^= 1; /* its checksum */
-	off_t off = cat->jr_off[cat->jr_slot];
-	for (size_t done = 0; done < r->len;) {
-		ssize_t w = pwrite(cat->witness, r->buf + done, r->len - done, off + (off_t)done);
+		r->b.p[8] ^= 1; /* its checksum */
+	off_t off = jr_slot_at(cat);
+	for (size_t done = 0; done < r->b.len;) {
+		ssize_t w = pwrite(cat->witness, r->b.p + done, r->b.len - done, off + (off_t)done);
 		if (w <= 0) {
 			jr_cancel(cat); /* and its checksum would not match */
 			return false;
@@ -914,16 +921,6 @@ static bool jr_write(struct sl_catalog *cat, struct sl_txn *t)
 		done += (size_t)w;
 	}
 	return true;
-}
-
-/* The commit of the record just written failed: it must never be applied. */
-static void jr_cancel(struct sl_catalog *cat)
-{
-	static const char zeros[SL_REDO_HDR];
-	if (pwrite(cat->witness, zeros, sizeof(zeros), cat->jr_off[cat->jr_slot]) !=
-	    (ssize_t)sizeof(zeros))
-		sl_log(SL_LOG_WARNING, "catalog: cannot cancel a journal record: %s",
-		       strerror(errno));
 }
 
 /*
@@ -943,7 +940,15 @@ static void run_each(struct sl_catalog *cat, struct wreq *group)
 	}
 }
 
-static void flush_failed(struct sl_catalog *cat, int rc);
+/* A flush failed: nothing lands from here until a remount. */
+static void flush_failed(struct sl_catalog *cat, int rc)
+{
+	if (!cat->failed) {
+		sl_log(SL_LOG_ERR, "catalog flush failed (%s): landing stops until a remount",
+		       strerror(rc));
+		cat->failed = rc;
+	}
+}
 
 /*
  * Runs one group of requests in one transaction. A request that fails on its
@@ -967,7 +972,7 @@ static void run_group(struct sl_catalog *cat, struct wreq *group)
 		rc = mdb_txn_begin(cat->env, NULL, 0, &t.txn);
 		t.asc = NULL;
 		t.redo = NULL;
-		if (in_commit_thread && cat->jr_active) {
+		if (in_commit_thread && cat->jr_ok) {
 			sl_redo_reset(&cat->redo, cat->jr_limit);
 			t.redo = &cat->redo;
 		}
@@ -1115,15 +1120,6 @@ static uint64_t last_txnid(struct sl_catalog *cat)
  * success over lost pages; the witness reports every error since its own
  * last flush.
  */
-static void flush_failed(struct sl_catalog *cat, int rc)
-{
-	if (!cat->failed) {
-		sl_log(SL_LOG_ERR, "catalog flush failed (%s): landing stops until a remount",
-		       strerror(rc));
-		cat->failed = rc;
-	}
-}
-
 static int durable_sync(struct sl_catalog *cat)
 {
 	SL_FAULT("catalog.before_sync");
@@ -1226,10 +1222,8 @@ static void run_pipelined(struct sl_catalog *cat, struct wreq *group, struct wre
 	if (cat->jr_ok)
 		zero_ahead(cat); /* no idle flush comes to do it: this group's flush will */
 	uint64_t before = last_txnid(cat);
-	cat->jr_active = cat->jr_ok;
 	cat->tail_journaled = false;
 	run_group(cat, group);
-	cat->jr_active = false;
 	bool committed = last_txnid(cat) != before, commit_failed = false;
 	for (struct wreq *r = group; r; r = r->next)
 		commit_failed |= !r->skip && r->rc != 0;
@@ -1484,8 +1478,8 @@ static int put(struct sl_txn *t, MDB_dbi dbi, void *k, size_t klen, const void *
 	if (!t->write)
 		return EROFS;
 	int rc = map_rc(mdb_put(t->txn, dbi, &key, &val, 0));
-	if (rc == 0 && t->redo)
-		sl_redo_add(t->redo, SL_REDO_PUT, db_code(t->cat, dbi), k, klen, v, vlen);
+	if (rc == 0)
+		redo_note(t, SL_REDO_PUT, dbi, k, klen, v, vlen);
 	return rc;
 }
 
@@ -1493,8 +1487,8 @@ static int del(struct sl_txn *t, MDB_dbi dbi, void *k, size_t klen)
 {
 	MDB_val key = {klen, k};
 	int rc = map_rc(mdb_del(t->txn, dbi, &key, NULL));
-	if (rc == 0 && t->redo)
-		sl_redo_add(t->redo, SL_REDO_DEL, db_code(t->cat, dbi), k, klen, NULL, 0);
+	if (rc == 0)
+		redo_note(t, SL_REDO_DEL, dbi, k, klen, NULL, 0);
 	return rc == SL_NOTFOUND ? 0 : rc;
 }
 
@@ -1860,8 +1854,8 @@ int sl_txn_put_ascending(struct sl_txn *t, enum sl_table tb, const void *key, si
 	rc = mdb_cursor_put(t->asc, &k, &v, MDB_APPEND);
 	if (rc == MDB_KEYEXIST)
 		rc = mdb_cursor_put(t->asc, &k, &v, 0);
-	if (rc == 0 && t->redo)
-		sl_redo_add(t->redo, SL_REDO_PUT, db_code(t->cat, dbi), key, klen, val, vlen);
+	if (rc == 0)
+		redo_note(t, SL_REDO_PUT, dbi, key, klen, val, vlen);
 	return map_rc(rc);
 }
 

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Redo records of catalog transactions (redo.h). */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "bytes.h"
@@ -16,50 +15,41 @@ static const uint8_t sum_key[16] = "sluice redo sum";
 
 void sl_redo_reset(struct sl_redo *r, size_t max)
 {
-	r->len = SL_REDO_HDR;
+	static const char room[SL_REDO_HDR];
+	r->b.len = 0;
+	r->b.oom = false;
+	sl_strbuf_add(&r->b, room, sizeof(room));
 	r->max = max;
-	r->over = max < SL_REDO_HDR;
+	r->over = r->b.oom || max < SL_REDO_HDR;
 }
 
 void sl_redo_free(struct sl_redo *r)
 {
-	free(r->buf);
+	sl_strbuf_release(&r->b);
 	memset(r, 0, sizeof(*r));
 }
 
 void sl_redo_add(struct sl_redo *r, enum sl_redo_kind kind, unsigned table, const void *key,
 		 size_t klen, const void *val, size_t vlen)
 {
+	unsigned char op[OP_HDR];
+
 	if (r->over)
 		return;
 	if (table > 255 || klen > UINT32_MAX || vlen > UINT32_MAX ||
-	    OP_HDR + klen + vlen > r->max - r->len) {
+	    OP_HDR + klen + vlen > r->max - r->b.len) {
 		r->over = true;
 		return;
 	}
-	size_t need = r->len + OP_HDR + klen + vlen;
-	if (need > r->cap) {
-		size_t cap = r->cap ? r->cap : 65536;
-		while (cap < need)
-			cap *= 2;
-		unsigned char *p = realloc(r->buf, cap);
-		if (!p) {
-			r->over = true;
-			return;
-		}
-		r->buf = p;
-		r->cap = cap;
-	}
-	unsigned char *p = r->buf + r->len;
-	p[0] = (unsigned char)kind;
-	p[1] = (unsigned char)table;
-	put_be32(p + 2, (uint32_t)klen);
-	put_be32(p + 6, (uint32_t)vlen);
-	if (klen)
-		memcpy(p + OP_HDR, key, klen);
-	if (vlen)
-		memcpy(p + OP_HDR + klen, val, vlen);
-	r->len = need;
+	op[0] = (unsigned char)kind;
+	op[1] = (unsigned char)table;
+	put_be32(op + 2, (uint32_t)klen);
+	put_be32(op + 6, (uint32_t)vlen);
+	sl_strbuf_grow(&r->b, OP_HDR + klen + vlen); /* one realloc at most */
+	sl_strbuf_add(&r->b, op, OP_HDR);
+	sl_strbuf_add(&r->b, key, klen);
+	sl_strbuf_add(&r->b, val, vlen);
+	r->over = r->b.oom;
 }
 
 static uint64_t sum_of(const unsigned char *rec, size_t len)
@@ -72,11 +62,12 @@ static uint64_t sum_of(const unsigned char *rec, size_t len)
 
 void sl_redo_seal(struct sl_redo *r, uint64_t seq, uint64_t txnid)
 {
-	put_be64(r->buf, REDO_MAGIC);
-	put_be64(r->buf + 16, seq);
-	put_be64(r->buf + 24, txnid);
-	put_be64(r->buf + 32, r->len - SL_REDO_HDR);
-	put_be64(r->buf + 8, sum_of(r->buf, r->len));
+	unsigned char *h = (unsigned char *)r->b.p;
+	put_be64(h, REDO_MAGIC);
+	put_be64(h + 16, seq);
+	put_be64(h + 24, txnid);
+	put_be64(h + 32, r->b.len - SL_REDO_HDR);
+	put_be64(h + 8, sum_of(h, r->b.len));
 }
 
 bool sl_redo_open(const void *p, size_t n, struct sl_redo_rec *out)

@@ -17,18 +17,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "strbuf.h"
+
 #define SL_REDO_HDR 40
 
 enum sl_redo_kind { SL_REDO_PUT = 1, SL_REDO_DEL = 2 };
 
 struct sl_redo {
-	unsigned char *buf; /* SL_REDO_HDR bytes of header room, then the payload */
-	size_t len;         /* header room included */
-	size_t cap, max;    /* max: the whole record's limit */
+	struct sl_strbuf b; /* SL_REDO_HDR bytes of header room, then the payload */
+	size_t max;         /* the whole record's limit */
 	bool over;          /* an operation did not fit (or no memory): no record */
 };
 
-/* Starts an empty record of at most max bytes (buf kept from a last use). */
+/* Starts an empty record of at most max bytes (the buffer kept from a last use). */
 void sl_redo_reset(struct sl_redo *r, size_t max);
 void sl_redo_free(struct sl_redo *r);
 
@@ -39,10 +40,10 @@ void sl_redo_add(struct sl_redo *r, enum sl_redo_kind kind, unsigned table, cons
 /* Whether r holds operations and none was lost. */
 static inline bool sl_redo_usable(const struct sl_redo *r)
 {
-	return !r->over && r->len > SL_REDO_HDR;
+	return !r->over && r->b.len > SL_REDO_HDR;
 }
 
-/* Writes the header: r->buf[0, r->len) is then the record. */
+/* Writes the header: r->b.p[0, r->b.len) is then the record. */
 void sl_redo_seal(struct sl_redo *r, uint64_t seq, uint64_t txnid);
 
 struct sl_redo_rec {

@@ -45,16 +45,16 @@ static void test_round_trip(void)
 	struct seen s = {0};
 
 	sealed(&r);
-	CHECK(sl_redo_open(r.buf, r.len, &rec));
+	CHECK(sl_redo_open(((unsigned char *)r.b.p), r.b.len, &rec));
 	CHECK(rec.seq == 7 && rec.txnid == 4242);
 	CHECK(sl_redo_each(&rec, collect, &s) == 0);
 	CHECK(s.n == 3);
 	CHECK(!strcmp(s.log, "put 1 k1=value one;del 12 gone=;put 0 empty=;"));
 	/* a slot holds the record and whatever followed it */
-	unsigned char *slot = calloc(1, r.len + 4096);
-	memcpy(slot, r.buf, r.len);
-	memset(slot + r.len, 0xab, 4096);
-	CHECK(sl_redo_open(slot, r.len + 4096, &rec) && rec.len == r.len - SL_REDO_HDR);
+	unsigned char *slot = calloc(1, r.b.len + 4096);
+	memcpy(slot, ((unsigned char *)r.b.p), r.b.len);
+	memset(slot + r.b.len, 0xab, 4096);
+	CHECK(sl_redo_open(slot, r.b.len + 4096, &rec) && rec.len == r.b.len - SL_REDO_HDR);
 	free(slot);
 	sl_redo_free(&r);
 }
@@ -66,18 +66,18 @@ static void test_torn_records_are_refused(void)
 
 	sealed(&r);
 	/* any flipped bit, header or payload */
-	for (size_t i = 0; i < r.len; i++) {
-		r.buf[i] ^= 0x10;
-		CHECK(!sl_redo_open(r.buf, r.len, &rec));
-		r.buf[i] ^= 0x10;
+	for (size_t i = 0; i < r.b.len; i++) {
+		((unsigned char *)r.b.p)[i] ^= 0x10;
+		CHECK(!sl_redo_open(((unsigned char *)r.b.p), r.b.len, &rec));
+		((unsigned char *)r.b.p)[i] ^= 0x10;
 	}
 	/* cut short: a write that stopped midway */
-	for (size_t n = 0; n < r.len; n++)
-		CHECK(!sl_redo_open(r.buf, n, &rec));
+	for (size_t n = 0; n < r.b.len; n++)
+		CHECK(!sl_redo_open(((unsigned char *)r.b.p), n, &rec));
 	/* zeros (a new ring, a cancelled record) */
 	unsigned char zeros[256] = {0};
 	CHECK(!sl_redo_open(zeros, sizeof(zeros), &rec));
-	CHECK(sl_redo_open(r.buf, r.len, &rec));
+	CHECK(sl_redo_open(((unsigned char *)r.b.p), r.b.len, &rec));
 	sl_redo_free(&r);
 }
 
@@ -116,7 +116,7 @@ static void test_each_stops_and_checks(void)
 	int n = 0;
 
 	sealed(&r);
-	CHECK(sl_redo_open(r.buf, r.len, &rec));
+	CHECK(sl_redo_open(((unsigned char *)r.b.p), r.b.len, &rec));
 	CHECK(sl_redo_each(&rec, stop_at_second, &n) == 99 && n == 2);
 	/* a payload whose lengths run past its end is malformed, not a crash */
 	rec.len -= 3;
