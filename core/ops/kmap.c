@@ -117,13 +117,17 @@ bool sl_kmap_find(const struct sl_kmap *m, const void *key, size_t len, uint32_t
 }
 
 /*
- * Doubles the slots (or makes the first 1024, or as many as the keys need
- * after sl_kmap_drop_slots()) and inserts every key again, from keys[].
+ * Doubles the slots (or makes the first 1024), or more, until `keys` keys
+ * fit under the load limit, and inserts every key again, from keys[]. One
+ * call for a reserve: each table made on the way would be zeroed (page
+ * faults) and filled for nothing.
  */
-static int rehash(struct sl_kmap *m)
+static int rehash(struct sl_kmap *m, size_t keys)
 {
 	size_t nslots = m->slots ? (m->mask + 1) * 2 : 1024;
-	while ((m->n + 1) * 4 > nslots * 3)
+	if (keys < m->n)
+		keys = m->n;
+	while ((keys + 1) * 4 > nslots * 3)
 		nslots *= 2;
 	struct sl_kmap_slot *slots = slots_alloc(nslots);
 	if (!slots)
@@ -165,7 +169,7 @@ int sl_kmap_upsert_hashed(struct sl_kmap *m, const void *key, size_t len, uint64
 		return EOVERFLOW;
 	/* keep the load under 3/4: linear probing stays short, and 16-byte slots small */
 	if (!m->slots || (m->n + 1) * 4 > (m->mask + 1) * 3)
-		if ((rc = rehash(m)))
+		if ((rc = rehash(m, m->n + 1)))
 			return rc;
 	uint32_t tag = (uint32_t)(h >> 32);
 	size_t s = h & m->mask;
@@ -241,8 +245,8 @@ int sl_kmap_reserve(struct sl_kmap *m, size_t n)
 	/* a table sized for a much bigger batch is given back, not cleared */
 	if (m->slots && m->mask + 1 > 65536 && (m->mask + 1) / 8 > n)
 		sl_kmap_release(m);
-	while ((n + 1) * 4 > (m->slots ? m->mask + 1 : 0) * 3) {
-		int rc = rehash(m);
+	if ((n + 1) * 4 > (m->slots ? m->mask + 1 : 0) * 3) {
+		int rc = rehash(m, n);
 		if (rc)
 			return rc;
 	}
