@@ -66,6 +66,7 @@ struct sl_decoder {
 	size_t scratch_cap;
 	char why[160]; /* FAILFAST: why the current record is malformed */
 	bool bad;      /* the current record is malformed */
+	bool scanned;  /* json: jf holds the current line's fields already (sl_jscan_next) */
 };
 
 int sl_decode_stats_init(struct sl_decode_stats *st, size_t ncols)
@@ -684,7 +685,7 @@ static int json_record(struct sl_decoder *d, struct sl_batch *b, size_t row, con
 	size_t off;
 	int rc;
 
-	rc = sl_jscan_line(d->js, line, len, d->jf);
+	rc = d->scanned ? 0 : sl_jscan_line(d->js, line, len, d->jf);
 	if (rc == SL_EMALFORMED) {
 		const char *why = sl_jscan_error(d->js, &off);
 		malformed(d, "not a JSON object: %s at byte %zu", why, off + 1);
@@ -818,15 +819,28 @@ int sl_decode_file(struct sl_decoder *d, const char *path, const char *data, siz
 	if (len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3))
 		p += 3;
 	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t n = (size_t)((nl ? nl : end) - p);
 		const char *line = p;
+		size_t n;
 
-		p = nl ? nl + 1 : end;
+		/*
+		 * A JSON line is scanned as it is found: the usual line, one
+		 * valid object, is read once. Any other is found first, then
+		 * scanned (or found blank) as before.
+		 */
+		bool scanned = d->format == SL_SOURCE_JSON &&
+			       (rc = sl_jscan_next(d->js, p, end, d->jf, &n)) != EAGAIN;
+		if (scanned && rc)
+			goto restore;
+		if (!scanned) {
+			rc = 0;
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			n = (size_t)((nl ? nl : end) - p);
+		}
+		p = line + n < end ? line + n + 1 : end;
 		lineno++;
 		if (n && line[n - 1] == '\r')
 			n--;
-		if (blank(d, line, n))
+		if (!scanned && blank(d, line, n))
 			continue;
 		if (need_header) {
 			need_header = false;
@@ -836,7 +850,9 @@ int sl_decode_file(struct sl_decoder *d, const char *path, const char *data, siz
 		}
 		if (st)
 			st->lines++;
+		d->scanned = scanned;
 		rc = record(d, b, line, n, st);
+		d->scanned = false;
 		if (rc == SL_EMALFORMED && err) {
 			err->line = lineno;
 			snprintf(err->reason, sizeof(err->reason), "%s", d->why);

@@ -32,6 +32,7 @@ struct sl_jscan {
 	size_t err_off;	  /* where, in bytes from the line start */
 	sl_jscan_run_fn run;	  /* plain string bytes past the first 16 (isa's) */
 	enum sl_jscan_isa isa;	  /* which run */
+	char nlws;		  /* '\n' (whitespace), or ' ' where '\n' ends the line (sl_jscan_next) */
 	uint8_t stack[SL_JSCAN_MAX_DEPTH / 8]; /* bit d: container at depth d is an object */
 };
 
@@ -56,6 +57,7 @@ int sl_jscan_new(const char *const *names, size_t n, struct sl_jscan **out)
 
 	if (!s)
 		return ENOMEM;
+	s->nlws = '\n';
 	while (nslots < 8 * n)
 		nslots *= 2;
 	s->names = calloc(n ? n : 1, sizeof(*s->names));
@@ -152,9 +154,10 @@ static const char *fail(struct sl_jscan *s, const char *p, const char *why)
 	return NULL;
 }
 
-static inline const char *ws(const char *p, const char *end)
+/* JSON whitespace at p, skipped; a '\n' too unless it ends the line (s->nlws). */
+static inline const char *ws(const struct sl_jscan *s, const char *p, const char *end)
 {
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+	while (p < end && (*p == ' ' || *p == '\t' || *p == s->nlws || *p == '\r'))
 		p++;
 	return p;
 }
@@ -541,7 +544,7 @@ static const char *key(struct sl_jscan *s, const char *p, const char *end)
 	p = string(s, p + 1, end, NULL, NULL, NULL);
 	if (!p)
 		return NULL;
-	p = ws(p, end);
+	p = ws(s, p, end);
 	if (p == end || *p != ':')
 		return fail(s, p, "expected ':'");
 	return p + 1;
@@ -557,7 +560,7 @@ static const char *skip(struct sl_jscan *s, const char *p, const char *end, unsi
 	bool is_int;
 
 	for (;;) {
-		p = ws(p, end);
+		p = ws(s, p, end);
 		if (p == end)
 			return fail(s, p, "unexpected end of line");
 		switch (*p) {
@@ -571,7 +574,7 @@ static const char *skip(struct sl_jscan *s, const char *p, const char *end, unsi
 			else
 				s->stack[depth / 8] &= (uint8_t) ~(1u << (depth % 8));
 			depth++;
-			p = ws(p + 1, end);
+			p = ws(s, p + 1, end);
 			if (p < end && *p == (obj ? '}' : ']')) {
 				p++;
 				depth--;
@@ -604,12 +607,12 @@ static const char *skip(struct sl_jscan *s, const char *p, const char *end, unsi
 			if (depth == depth0)
 				return p;
 			bool obj = s->stack[(depth - 1) / 8] >> ((depth - 1) % 8) & 1;
-			p = ws(p, end);
+			p = ws(s, p, end);
 			if (p == end)
 				return fail(s, p, "unexpected end of line");
 			if (*p == ',') {
 				p++;
-				if (obj && !(p = key(s, ws(p, end), end)))
+				if (obj && !(p = key(s, ws(s, p, end), end)))
 					return NULL;
 				break;
 			}
@@ -640,6 +643,9 @@ static const char *take(struct sl_jscan *s, const char *p, const char *end, stru
 		if (q && !esc) {
 			f->str = p + 1;
 			f->str_len = (size_t)(q - 1 - (p + 1));
+		} else if (q && s->blen + (size_t)(q - p) > s->cap) {
+			/* sl_jscan_next() only: the line may be longer than buf */
+			q = fail(s, p, "string longer than the buffer");
 		} else if (q) {
 			f->str = s->buf + s->blen;
 			string(s, p + 1, end, s->buf + s->blen, &f->str_len, NULL);
@@ -674,87 +680,111 @@ static const char *take(struct sl_jscan *s, const char *p, const char *end, stru
 	return q;
 }
 
-int sl_jscan_line(struct sl_jscan *s, const char *line, size_t len, struct sl_jfield *out)
+/* Room in buf and kbuf for a line of len bytes: decoded text never outgrows its source. */
+static int fit(struct sl_jscan *s, size_t len)
 {
-	const char *p, *end = line + len;
+	if (len <= s->cap)
+		return 0;
+	size_t cap = s->cap ? s->cap : 4096;
+	while (cap < len)
+		cap *= 2;
+	char *buf = realloc(s->buf, cap);
+	if (!buf)
+		return ENOMEM;
+	s->buf = buf;
+	char *kbuf = realloc(s->kbuf, cap);
+	if (!kbuf)
+		return ENOMEM;
+	s->kbuf = kbuf;
+	s->cap = cap;
+	return 0;
+}
 
-	if (len > s->cap) {
-		/* decoded text never outgrows its source, so one size per line suffices */
-		size_t cap = s->cap ? s->cap : 4096;
-		while (cap < len)
-			cap *= 2;
-		char *buf = realloc(s->buf, cap);
-		if (!buf)
-			return ENOMEM;
-		s->buf = buf;
-		char *kbuf = realloc(s->kbuf, cap);
-		if (!kbuf)
-			return ENOMEM;
-		s->kbuf = kbuf;
-		s->cap = cap;
-	}
+/*
+ * One object from line up to end, whitespace around it: the position after
+ * its closing brace and the whitespace that follows, or NULL (s->err says
+ * why). Escaped strings and keys must fit in buf and kbuf.
+ */
+static const char *scan(struct sl_jscan *s, const char *line, const char *end,
+			struct sl_jfield *out)
+{
+	const char *p;
+
 	s->blen = 0;
 	s->line = line;
 	s->err = NULL;
 	for (size_t i = 0; i < s->n; i++)
 		out[i].kind = SL_JABSENT;
 
-	p = ws(line, end);
-	if (p == end || *p != '{') {
-		fail(s, p, "not a JSON object");
-		return SL_EMALFORMED;
-	}
-	p = ws(p + 1, end);
-	if (p < end && *p == '}') {
-		p++;
-		goto tail;
-	}
+	p = ws(s, line, end);
+	if (p == end || *p != '{')
+		return fail(s, p, "not a JSON object");
+	p = ws(s, p + 1, end);
+	if (p < end && *p == '}')
+		return ws(s, p + 1, end);
 	for (;;) {
 		int esc = 0;
 		const char *k = p + 1, *q;
 		long idx;
 		size_t klen = 0;
 
-		if (p == end || *p != '"') {
-			fail(s, p, "expected a string key");
-			return SL_EMALFORMED;
-		}
+		if (p == end || *p != '"')
+			return fail(s, p, "expected a string key");
 		q = string(s, k, end, NULL, NULL, &esc);
 		if (!q)
-			return SL_EMALFORMED;
+			return NULL;
 		if (!esc) {
 			idx = lookup(s, k, (size_t)(q - 1 - k));
 		} else {
+			if ((size_t)(q - k) > s->cap)
+				return fail(s, k, "key longer than the buffer"); /* sl_jscan_next() */
 			string(s, k, end, s->kbuf, &klen, NULL);
 			idx = lookup(s, s->kbuf, klen);
 		}
-		p = ws(q, end);
-		if (p == end || *p != ':') {
-			fail(s, p, "expected ':'");
-			return SL_EMALFORMED;
-		}
-		p = ws(p + 1, end);
+		p = ws(s, q, end);
+		if (p == end || *p != ':')
+			return fail(s, p, "expected ':'");
+		p = ws(s, p + 1, end);
 		p = idx < 0 ? skip(s, p, end, 1) : take(s, p, end, &out[idx]);
 		if (!p)
-			return SL_EMALFORMED;
-		p = ws(p, end);
+			return NULL;
+		p = ws(s, p, end);
 		if (p < end && *p == ',') {
-			p = ws(p + 1, end);
+			p = ws(s, p + 1, end);
 			continue;
 		}
-		if (p < end && *p == '}') {
-			p++;
-			break;
-		}
-		fail(s, p, "expected ',' or '}'");
-		return SL_EMALFORMED;
+		if (p < end && *p == '}')
+			return ws(s, p + 1, end);
+		return fail(s, p, "expected ',' or '}'");
 	}
-tail:
-	p = ws(p, end);
+}
+
+int sl_jscan_line(struct sl_jscan *s, const char *line, size_t len, struct sl_jfield *out)
+{
+	const char *end = line + len, *p;
+
+	if (fit(s, len))
+		return ENOMEM;
+	p = scan(s, line, end, out);
+	if (!p)
+		return SL_EMALFORMED;
 	if (p != end) {
 		fail(s, p, "text after the object");
 		return SL_EMALFORMED;
 	}
+	return 0;
+}
+
+int sl_jscan_next(struct sl_jscan *s, const char *line, const char *end, struct sl_jfield *out,
+		  size_t *len)
+{
+	/* a '\n' is no whitespace here: the scan stops at it, and fails before the '}' */
+	s->nlws = ' ';
+	const char *p = scan(s, line, end, out);
+	s->nlws = '\n';
+	if (!p || (p < end && *p != '\n'))
+		return EAGAIN;
+	*len = (size_t)(p - line);
 	return 0;
 }
 

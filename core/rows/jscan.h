@@ -77,6 +77,19 @@ enum sl_jscan_isa sl_jscan_get_isa(const struct sl_jscan *s);
 int sl_jscan_line(struct sl_jscan *s, const char *line, size_t len, struct sl_jfield *out);
 
 /*
+ * sl_jscan_line() for the line at line, which ends at the first '\n' before
+ * end (or at end), without finding that end first: a file's lines are then
+ * read once, not twice. Returns 0 with *len the line's length ('\n' not
+ * counted) when the line is one valid JSON object, out filled as
+ * sl_jscan_line(s, line, *len, out) would fill it. Returns EAGAIN when the
+ * line is anything else, or when its escaped text does not fit the buffers
+ * of earlier lines: the caller then finds the line's end and asks
+ * sl_jscan_line(), whose answer (and error) stands. Never reads past end.
+ */
+int sl_jscan_next(struct sl_jscan *s, const char *line, const char *end, struct sl_jfield *out,
+		  size_t *len);
+
+/*
  * Why the last scan failed (static text, e.g. "invalid UTF-8 in a string")
  * and, in *offset when not NULL, the byte offset in the line where it did.
  */

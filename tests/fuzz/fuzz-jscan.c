@@ -7,6 +7,7 @@
  * goes through one scanner per string-scanning ISA this CPU has (scalar,
  * SSE2, AVX2; sl_jscan_set_isa), each compared with jansson.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -223,6 +224,54 @@ static void compare(struct sl_jscan *scanner, char *line, size_t len)
 		}
 }
 
+/*
+ * sl_jscan_next() on the input as a file: it may say EAGAIN; when it
+ * accepts, the first line (up to the first '\n') is what it measured and
+ * sl_jscan_line() accepts that line with the same fields.
+ */
+static void next_agrees(struct sl_jscan *s, const char *buf, size_t size)
+{
+	struct sl_jfield f[NWANTED], g[NWANTED];
+	size_t n = 0;
+	int rc = sl_jscan_next(s, buf, buf + size, f, &n);
+
+	if (rc == EAGAIN)
+		return;
+	const char *nl = memchr(buf, '\n', size);
+	size_t len = nl ? (size_t)(nl - buf) : size;
+	if (rc != 0 || n != len) {
+		dump("sl_jscan_next: not the first line", buf, size);
+		abort();
+	}
+	/* g: what next found, its decoded strings copied (they may live in the scanner) */
+	memcpy(g, f, sizeof(f));
+	char *text[NWANTED] = {0};
+	for (int i = 0; i < NWANTED; i++)
+		if (g[i].kind == SL_JSTRING) {
+			text[i] = malloc(g[i].str_len + 1);
+			if (!text[i])
+				abort();
+			memcpy(text[i], g[i].str, g[i].str_len);
+		}
+	if (sl_jscan_line(s, buf, len, f)) {
+		dump("sl_jscan_next accepts what sl_jscan_line refuses", buf, size);
+		abort();
+	}
+	for (int i = 0; i < NWANTED; i++) {
+		bool same = f[i].kind == g[i].kind;
+		if (same && f[i].kind != SL_JABSENT)
+			same = f[i].raw == g[i].raw && f[i].raw_len == g[i].raw_len &&
+			       f[i].is_int == g[i].is_int;
+		if (same && f[i].kind == SL_JSTRING)
+			same = f[i].str_len == g[i].str_len && !memcmp(f[i].str, text[i], f[i].str_len);
+		free(text[i]);
+		if (!same) {
+			dump("sl_jscan_next and sl_jscan_line differ", buf, size);
+			abort();
+		}
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -249,6 +298,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		memcpy(line, data, size);
 		compare(scanners[isa], line, size);
+		next_agrees(scanners[isa], line, size);
 		free(line);
 	}
 	return 0;

@@ -22,8 +22,10 @@
  * - json_error_null_byte_in_key: jansson refuses "\u0000" in object keys
  *   even with JSON_ALLOW_NUL, a jansson limitation (RFC 8259 allows it).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -392,6 +394,101 @@ static void test_differential(void)
 	}
 }
 
+/* Whether two scans filled the fields alike (same kinds, spans and decoded text). */
+static bool same_fields(const struct sl_jfield *a, const struct sl_jfield *b)
+{
+	for (int i = 0; i < NWANTED; i++) {
+		if (a[i].kind != b[i].kind)
+			return false;
+		if (a[i].kind == SL_JABSENT)
+			continue;
+		if (a[i].raw != b[i].raw || a[i].raw_len != b[i].raw_len ||
+		    a[i].is_int != b[i].is_int)
+			return false;
+		if (a[i].kind == SL_JSTRING &&
+		    (a[i].str_len != b[i].str_len || memcmp(a[i].str, b[i].str, a[i].str_len)))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * sl_jscan_next() against sl_jscan_line() over the line that memchr()
+ * finds, on generated and mutated lines followed by another line, some
+ * with '\n' or "\r\n" put inside: it accepts exactly the lines that
+ * sl_jscan_line() accepts, with the same length and fields, and says
+ * EAGAIN for every other. A fresh scanner (no buffer yet) may also say
+ * EAGAIN for a line with escapes, never accept one wrongly.
+ */
+static void test_next_agrees(void)
+{
+	for (int isa = SL_JSCAN_SCALAR; isa <= SL_JSCAN_AVX2; isa++) {
+		struct sl_jscan *s, *ref, *fresh;
+		struct sl_jfield f[NWANTED], g[NWANTED];
+		struct buf b = {0}, two = {0};
+		int fast = 0, slow = 0, fresh_fast = 0;
+
+		CHECK_OK(sl_jscan_new(wanted, NWANTED, &s));
+		CHECK_OK(sl_jscan_new(wanted, NWANTED, &ref));
+		if (!force_isa(s, (enum sl_jscan_isa)isa)) {
+			sl_jscan_free(ref);
+			continue;
+		}
+		/* buffers as big as any line here, as after a long line */
+		char *spaces = malloc(1 << 16);
+		memset(spaces, ' ', 1 << 16);
+		CHECK(sl_jscan_line(s, spaces, 1 << 16, f) == SL_EMALFORMED);
+		free(spaces);
+		rng = 0x2545F4914F6CDD1Dull;
+		for (int i = 0; i < 20000; i++) {
+			gen_line(&b);
+			if (i % 2)
+				mutate(&b);
+			two.len = 0;
+			put(&two, b.s, b.len);
+			if (i % 7 == 3 && two.len) { /* a line end inside it */
+				size_t at = pick((unsigned)two.len);
+				two.s[at] = '\n';
+			}
+			if (i % 5 == 1)
+				put(&two, "\r", 1);
+			if (i % 3) {
+				put(&two, "\n", 1);
+				gen_line(&b);
+				put(&two, b.s, b.len);
+			}
+			const char *nl = memchr(two.s, '\n', two.len);
+			size_t len = nl ? (size_t)(nl - two.s) : two.len, n = 0;
+			int rc = sl_jscan_next(s, two.s, two.s + two.len, f, &n);
+			int rrc = sl_jscan_line(ref, two.s, len, g);
+			CHECK(rc == 0 || rc == EAGAIN);
+			if ((rc == 0) != (rrc == 0) || (rc == 0 && (n != len || !same_fields(f, g)))) {
+				fprintf(stderr, "next %d (len %zu), line %d (len %zu): '%.*s'\n", rc, n,
+					rrc, len, (int)two.len, two.s);
+				CHECK(0);
+			}
+			rc == 0 ? fast++ : slow++;
+			CHECK_OK(sl_jscan_new(wanted, NWANTED, &fresh));
+			CHECK(sl_jscan_set_isa(fresh, (enum sl_jscan_isa)isa) == 0);
+			rc = sl_jscan_next(fresh, two.s, two.s + two.len, f, &n);
+			CHECK(rc == 0 || rc == EAGAIN);
+			if (rc == 0) {
+				fresh_fast++;
+				CHECK(rrc == 0 && n == len && same_fields(f, g));
+			}
+			sl_jscan_free(fresh);
+		}
+		printf("next %s: %d lines scanned as found, %d left to sl_jscan_line(); "
+		       "%d as found by a fresh scanner\n",
+		       isa_names[isa], fast, slow, fresh_fast);
+		CHECK(fast > 2000 && slow > 5000 && fresh_fast > 1500);
+		free(b.s);
+		free(two.s);
+		sl_jscan_free(s);
+		sl_jscan_free(ref);
+	}
+}
+
 /*
  * A wanted and an unwanted string of n plain bytes with one special byte
  * sequence at offset k, for every k < n <= 80: each vector width's edges.
@@ -631,6 +728,7 @@ int main(void)
 {
 	test(test_crafted);
 	test(test_differential);
+	test(test_next_agrees);
 	test(test_string_offsets);
 	test(test_throughput);
 	return test_exit();
