@@ -95,7 +95,8 @@ struct sl_catalog {
 	bool pipelined;              /* MDB_NOMETASYNC while the commit thread runs */
 	int witness;                 /* data.mdb again, for our own flushes; -1 */
 	int failed;                  /* a flush failed: every later write fails (remount) */
-	enum { UNSAFE_NONE, UNSAFE_NOSYNC, UNSAFE_EARLY_ACK, UNSAFE_BAD_JOURNAL } unsafe; /* SLUICE_FAULT_SYNC */
+	enum { UNSAFE_NONE, UNSAFE_NOSYNC, UNSAFE_EARLY_ACK, UNSAFE_BAD_JOURNAL, UNSAFE_ONE_FLUSH }
+	    unsafe; /* SLUICE_FAULT_SYNC */
 
 	pthread_mutex_t id_mu;
 	uint64_t id_next, id_hi;     /* ids handed out / reserved */
@@ -368,7 +369,11 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 	 * it committed, before its meta page is durable (harmless with the
 	 * journal, which makes it durable then: run it with SLUICE_JOURNAL=0);
 	 * bad-journal: the journal's records fail their checksum, so none is
-	 * ever applied.
+	 * ever applied;
+	 * one-flush: a group's commit writes its pages and its meta page
+	 * (MDB_NOSYNC), then one flush makes them durable together: safe if a
+	 * flush lands all or nothing, not when a power cut lets the meta page
+	 * through without some of the pages it names (PL_TORN).
 	 */
 	const char *unsafe = getenv("SLUICE_FAULT_SYNC");
 	if (unsafe && !strcmp(unsafe, "nosync")) {
@@ -378,6 +383,8 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 		cat->unsafe = UNSAFE_EARLY_ACK;
 	} else if (unsafe && !strcmp(unsafe, "bad-journal")) {
 		cat->unsafe = UNSAFE_BAD_JOURNAL;
+	} else if (unsafe && !strcmp(unsafe, "one-flush")) {
+		cat->unsafe = UNSAFE_ONE_FLUSH;
 	}
 #endif
 	rc = mdb_env_open(cat->env, dir, env_flags, 0600);
@@ -441,6 +448,8 @@ int sl_catalog_start(struct sl_catalog *cat)
 			jr_setup(cat);
 		if (cat->witness >= 0 && mdb_env_set_flags(cat->env, MDB_NOMETASYNC, 1) == 0)
 			cat->pipelined = true;
+		if (cat->pipelined && cat->unsafe == UNSAFE_ONE_FLUSH)
+			mdb_env_set_flags(cat->env, MDB_NOSYNC, 1); /* a fault build's broken mode */
 		cat->jr_ok &= cat->pipelined;
 	}
 	/* SLUICE_ZERO_AHEAD=0: see zero_ahead() (for measurements) */
@@ -481,6 +490,8 @@ void sl_catalog_close(struct sl_catalog *cat)
 	if (cat->pipelined) {
 		/* the thread made its last group durable; commits from here are durable on return */
 		mdb_env_set_flags(cat->env, MDB_NOMETASYNC, 0);
+		if (cat->unsafe == UNSAFE_ONE_FLUSH)
+			mdb_env_set_flags(cat->env, MDB_NOSYNC, 0);
 		cat->pipelined = false;
 	}
 	if (cat->witness >= 0)
@@ -1227,13 +1238,15 @@ static void run_pipelined(struct sl_catalog *cat, struct wreq *group, struct wre
 	bool committed = last_txnid(cat) != before, commit_failed = false;
 	for (struct wreq *r = group; r; r = r->next)
 		commit_failed |= !r->skip && r->rc != 0;
-	if (committed && !commit_failed && cat->unsafe == UNSAFE_EARLY_ACK) {
+	/* a fault build's one-flush: its pages and meta page get one flush, below */
+	bool ok = committed && !commit_failed && cat->unsafe != UNSAFE_ONE_FLUSH;
+	if (ok && cat->unsafe == UNSAFE_EARLY_ACK) {
 		finish(cat, *pending);
 		*pending = NULL;
 		finish(cat, group);
 		return;
 	}
-	if (committed && !commit_failed && cat->tail_journaled) {
+	if (ok && cat->tail_journaled) {
 		/* its data flush carried its record and the previous meta page: durable */
 		cat->meta_behind = true;
 		finish(cat, *pending);
@@ -1241,7 +1254,7 @@ static void run_pipelined(struct sl_catalog *cat, struct wreq *group, struct wre
 		finish(cat, group);
 		return;
 	}
-	if (committed && !commit_failed) {
+	if (ok) {
 		/* this group's data flush made the previous group's meta page durable */
 		cat->meta_behind = false;
 		finish(cat, *pending);
@@ -1250,8 +1263,8 @@ static void run_pipelined(struct sl_catalog *cat, struct wreq *group, struct wre
 	}
 	/*
 	 * Nothing was committed (nothing flushed), or a commit failed (its
-	 * flush may have failed): flush on the witness, which says whether
-	 * what was committed before is durable.
+	 * flush may have failed), or one-flush: flush on the witness, which
+	 * says whether what was committed before is durable.
 	 */
 	if (*pending || committed) {
 		int rc = durable_sync(cat);

@@ -35,6 +35,11 @@
  *                ops.log         one line per durable operation: "N KIND PATH"
  *                cut             the operation at which the power went
  *   PL_CUT     N: lose power at the Nth durable operation (0 or unset: never)
+ *   PL_TORN    SEED: at the cut, each page written since its file's last sync
+ *              reaches the image or not, by a coin (seeded): a disk's
+ *              writeback cut short lands some pages and not others, in no
+ *              order. Sizes and folder entries stay as last synced. Unset:
+ *              none of them does (the model above).
  *
  * Durable operations are counted in the order they start; the cut stops the
  * process under the lock that every image update takes, so the image is
@@ -126,6 +131,7 @@ static size_t data_len;
 static dev_t data_dev;
 static char shadow[PATH_MAX];
 static long cut_at, nops;
+static uint64_t torn; /* PL_TORN's coin state; 0: no tearing */
 static struct pfile *buckets[NBUCKET];
 
 static void die(const char *what)
@@ -349,11 +355,15 @@ static void sync_dir(int dfd)
 		die("rename listing");
 }
 
-/* syncfs: every folder and file under the data dir becomes durable. */
-static void sync_tree(int dfd)
+/*
+ * Calls file(f, fd) for each regular file under the folder dfd and, when
+ * dirs, makes each folder's entries durable first (with mu held).
+ */
+static void walk_tree(int dfd, bool dirs, void (*file)(struct pfile *f, int fd))
 {
 	load_openat();
-	sync_dir(dfd);
+	if (dirs)
+		sync_dir(dfd);
 	int d = real_openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = d < 0 ? NULL : fdopendir(d);
 	if (!dir)
@@ -368,16 +378,19 @@ static void sync_tree(int dfd)
 			continue;
 		struct statx sx;
 		if (ident(fd, NULL, 0, &sx)) {
-			if (S_ISDIR(sx.stx_mode)) {
-				sync_tree(fd);
-			} else if (S_ISREG(sx.stx_mode)) {
-				struct pfile *f = lookup(fd, &sx);
-				sync_file(f, fd, true);
-			}
+			if (S_ISDIR(sx.stx_mode))
+				walk_tree(fd, dirs, file);
+			else if (S_ISREG(sx.stx_mode))
+				file(lookup(fd, &sx), fd);
 		}
 		close(fd);
 	}
 	closedir(dir);
+}
+
+static void sync_whole(struct pfile *f, int fd)
+{
+	sync_file(f, fd, true);
 }
 
 static void sync_all(void)
@@ -386,8 +399,48 @@ static void sync_all(void)
 	int d = real_open(data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d < 0)
 		die("open data dir");
-	sync_tree(d);
+	walk_tree(d, true, sync_whole); /* syncfs: everything under the data dir */
 	close(d);
+}
+
+/* PL_TORN's coin (xorshift64). */
+static bool coin(void)
+{
+	torn ^= torn << 13;
+	torn ^= torn >> 7;
+	torn ^= torn << 17;
+	return torn >> 63;
+}
+
+/*
+ * At the cut (mu held): a coin for each page of f written since its last
+ * sync, within both its synced size and its size now; heads, the page
+ * reaches f's image. A file never synced has no image and gets none.
+ */
+static void tear_file(struct pfile *f, int fd)
+{
+	struct statx sx;
+	char key[96], p[PATH_MAX + 128];
+	if (!f || !f->npages || !ident(fd, NULL, 0, &sx))
+		return;
+	key_of(&sx, key, sizeof(key));
+	spath(p, sizeof(p), "ino", key);
+	load_open();
+	int img = real_open(p, O_RDWR | O_CLOEXEC);
+	if (img < 0)
+		return;
+	struct stat ist;
+	if (fstat(img, &ist))
+		die("fstat image");
+	off_t lim = ist.st_size < (off_t)sx.stx_size ? ist.st_size : (off_t)sx.stx_size;
+	int src = reopen(fd);
+	for (size_t i = 0; i < f->npages && (off_t)(i * PAGE) < lim; i++)
+		if (f->dirty[i] && coin()) {
+			off_t off = (off_t)(i * PAGE);
+			copy_range(img, src, off, lim - off < PAGE ? lim - off : PAGE);
+		}
+	close(img);
+	close(src);
 }
 
 /* Counts a durable operation about to start; at the chosen one, the power goes. */
@@ -411,6 +464,14 @@ static void durable_op(const char *kind, int fd)
 		close(log);
 	}
 	if (cut_at > 0 && nops == cut_at) {
+		if (torn) {
+			load_open();
+			int dfd = real_open(data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (dfd < 0)
+				die("open data dir");
+			walk_tree(dfd, false, tear_file);
+			close(dfd);
+		}
 		char c[PATH_MAX + 16];
 		snprintf(c, sizeof(c), "%s/cut", shadow);
 		FILE *o = fopen(c, "we");
@@ -439,6 +500,8 @@ __attribute__((constructor)) static void init(void)
 	data_len = strlen(data);
 	data_dev = st.st_dev;
 	cut_at = c ? atol(c) : 0;
+	const char *t = getenv("PL_TORN");
+	torn = t ? strtoull(t, NULL, 10) * 0x9E3779B97F4A7C15ull + 1 : 0;
 	snprintf(p, sizeof(p), "%s/ino", shadow);
 	mkdir(p, 0700);
 	snprintf(p, sizeof(p), "%s/dir", shadow);
