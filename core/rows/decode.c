@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -803,6 +804,8 @@ static int record(struct sl_decoder *d, struct sl_batch *b, const char *line, si
 	return 0;
 }
 
+#define READ_AHEAD 4096 /* bytes ahead of the line start the decoder asks for */
+
 int sl_decode_file(struct sl_decoder *d, const char *path, const char *data, size_t len,
 		   struct sl_batch *b, struct sl_decode_stats *st, struct sl_decode_error *err)
 {
@@ -821,6 +824,14 @@ int sl_decode_file(struct sl_decoder *d, const char *path, const char *data, siz
 	while (p < end) {
 		const char *line = p;
 		size_t n;
+
+		/*
+		 * The bytes a page on: the CPU's own prefetcher follows the
+		 * scan within a 4 KiB page but stops at its end, where the
+		 * next page's first loads (and its TLB entry) would stall the
+		 * scanner. Asked a page ahead, they come while this one is read.
+		 */
+		__builtin_prefetch((const void *)((uintptr_t)p + READ_AHEAD)); /* may lie past end: a hint */
 
 		/*
 		 * A JSON line is scanned as it is found: the usual line, one
