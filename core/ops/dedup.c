@@ -332,8 +332,6 @@ int sl_dedup_process(struct sl_dedup *d, struct sl_txn *t, const struct sl_batch
 	return sl_dedup_end(d, t, wm_ms, m);
 }
 
-#define PUT_AHEAD 8 /* keys put after their bytes were asked for */
-
 int sl_dedup_apply(struct sl_dedup *d, struct sl_txn *t)
 {
 	int rc;
@@ -342,13 +340,9 @@ int sl_dedup_apply(struct sl_dedup *d, struct sl_txn *t)
 		uint32_t i = d->order[j];
 		size_t len;
 		/* in key order, so the keys' bytes are read out of order: ask ahead */
-		if (j + 2 * PUT_AHEAD < d->nfresh)
-			sl_kmap_prefetch_entry(&d->seen, d->order[j + 2 * PUT_AHEAD]);
-		if (j + PUT_AHEAD < d->nfresh) {
-			sl_kmap_prefetch_bytes(&d->seen, d->order[j + PUT_AHEAD]);
-			if (d->within)
-				__builtin_prefetch(&d->expires[d->order[j + PUT_AHEAD]]);
-		}
+		sl_kmap_prefetch_walk(&d->seen, d->order, j, d->nfresh);
+		if (d->within && j + SL_KMAP_AHEAD < d->nfresh)
+			__builtin_prefetch(&d->expires[d->order[j + SL_KMAP_AHEAD]]);
 		const unsigned char *k = sl_kmap_key(&d->seen, i, &len);
 		if (!d->within) {
 			if ((rc = sl_state_put(t, &d->sp, k, len, "", 0)))

@@ -570,8 +570,6 @@ int sl_groupby_process(struct sl_groupby *g, struct sl_txn *t, const struct sl_b
 	return sl_groupby_end(g, t, wm_ms, out, m, err, errlen);
 }
 
-#define PUT_AHEAD 8 /* states put after their key and state were asked for */
-
 int sl_groupby_apply(struct sl_groupby *g, struct sl_txn *t)
 {
 	size_t n = sl_kmap_count(&g->groups);
@@ -581,13 +579,9 @@ int sl_groupby_apply(struct sl_groupby *g, struct sl_txn *t)
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx = g->order[i];
 		size_t len;
-		if (i + 2 * PUT_AHEAD < n)
-			sl_kmap_prefetch_entry(&g->groups, g->order[i + 2 * PUT_AHEAD]);
-		if (i + PUT_AHEAD < n) {
-			uint32_t a = g->order[i + PUT_AHEAD];
-			sl_kmap_prefetch_bytes(&g->groups, a);
-			__builtin_prefetch(g->states + (size_t)a * g->ssz);
-		}
+		sl_kmap_prefetch_walk(&g->groups, g->order, i, n);
+		if (i + SL_KMAP_AHEAD < n)
+			__builtin_prefetch(g->states + (size_t)g->order[i + SL_KMAP_AHEAD] * g->ssz);
 		if (g->stored[idx] == 2)
 			continue;
 		const unsigned char *k = sl_kmap_key(&g->groups, idx, &len);

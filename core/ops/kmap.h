@@ -118,19 +118,22 @@ static inline const unsigned char *sl_kmap_key(const struct sl_kmap *m, uint32_t
 }
 
 /*
- * For a walk over the keys in an order of their own (sorted, as the state's
- * puts are), where each key is a cache miss in keys[] and another in the
- * arena: ask for key idx's entry in keys[] some steps ahead, and for its
- * bytes (which reads that entry) a few steps later.
+ * For step i of a walk over n keys in an order of their own (order[], sorted
+ * as the state's puts are), where each key is a cache miss in keys[] and
+ * another in the arena: asks for the entry in keys[] of the key
+ * 2 * SL_KMAP_AHEAD steps on, and for the bytes of the one SL_KMAP_AHEAD
+ * steps on (whose entry came by then). A caller with values of its own
+ * asks for order[i + SL_KMAP_AHEAD]'s itself.
  */
-static inline void sl_kmap_prefetch_entry(const struct sl_kmap *m, uint32_t idx)
-{
-	__builtin_prefetch(&m->keys[idx]);
-}
+#define SL_KMAP_AHEAD 8
 
-static inline void sl_kmap_prefetch_bytes(const struct sl_kmap *m, uint32_t idx)
+static inline void sl_kmap_prefetch_walk(const struct sl_kmap *m, const uint32_t *order, size_t i,
+					 size_t n)
 {
-	__builtin_prefetch(m->arena + (m->keys[idx] >> 24));
+	if (i + 2 * SL_KMAP_AHEAD < n)
+		__builtin_prefetch(&m->keys[order[i + 2 * SL_KMAP_AHEAD]]);
+	if (i + SL_KMAP_AHEAD < n)
+		__builtin_prefetch(m->arena + (m->keys[order[i + SL_KMAP_AHEAD]] >> 24));
 }
 
 /* Bytes the map holds (slots, key index and arena), for memoryUsedBytes. */

@@ -67,7 +67,6 @@ struct sl_decoder {
 	size_t scratch_cap;
 	char why[160]; /* FAILFAST: why the current record is malformed */
 	bool bad;      /* the current record is malformed */
-	bool scanned;  /* json: jf holds the current line's fields already (sl_jscan_next) */
 };
 
 int sl_decode_stats_init(struct sl_decode_stats *st, size_t ncols)
@@ -679,14 +678,15 @@ static int csv_record(struct sl_decoder *d, struct sl_batch *b, size_t row, cons
 	return 0;
 }
 
+/* scanned: jf holds the line's fields already (sl_jscan_next) */
 static int json_record(struct sl_decoder *d, struct sl_batch *b, size_t row, const char *line,
-		       size_t len)
+		       size_t len, bool scanned)
 {
 	const struct sl_schema *sc = d->schema;
 	size_t off;
 	int rc;
 
-	rc = d->scanned ? 0 : sl_jscan_line(d->js, line, len, d->jf);
+	rc = scanned ? 0 : sl_jscan_line(d->js, line, len, d->jf);
 	if (rc == SL_EMALFORMED) {
 		const char *why = sl_jscan_error(d->js, &off);
 		malformed(d, "not a JSON object: %s at byte %zu", why, off + 1);
@@ -747,7 +747,7 @@ static bool blank(const struct sl_decoder *d, const char *line, size_t len)
 
 /* Decodes one non-blank record into a new row, applying the mode. */
 static int record(struct sl_decoder *d, struct sl_batch *b, const char *line, size_t len,
-		  struct sl_decode_stats *st)
+		  bool scanned, struct sl_decode_stats *st)
 {
 	const struct sl_schema *sc = d->schema;
 	size_t row, arena = b->arena_len;
@@ -768,7 +768,7 @@ static int record(struct sl_decoder *d, struct sl_batch *b, const char *line, si
 	}
 	d->bad = false;
 	if (d->format == SL_SOURCE_JSON) {
-		rc = json_record(d, b, row, line, len);
+		rc = json_record(d, b, row, line, len, scanned);
 	} else if (d->format == SL_SOURCE_CSV) {
 		rc = csv_record(d, b, row, line, len);
 	} else if (d->pkind[d->text_col] == PART_NONE) {
@@ -839,11 +839,8 @@ int sl_decode_file(struct sl_decoder *d, const char *path, const char *data, siz
 		 * scanned (or found blank) as before.
 		 */
 		bool scanned = d->format == SL_SOURCE_JSON &&
-			       (rc = sl_jscan_next(d->js, p, end, d->jf, &n)) != EAGAIN;
-		if (scanned && rc)
-			goto restore;
+			       sl_jscan_next(d->js, p, end, d->jf, &n) == 0;
 		if (!scanned) {
-			rc = 0;
 			const char *nl = memchr(p, '\n', (size_t)(end - p));
 			n = (size_t)((nl ? nl : end) - p);
 		}
@@ -861,9 +858,7 @@ int sl_decode_file(struct sl_decoder *d, const char *path, const char *data, siz
 		}
 		if (st)
 			st->lines++;
-		d->scanned = scanned;
-		rc = record(d, b, line, n, st);
-		d->scanned = false;
+		rc = record(d, b, line, n, scanned, st);
 		if (rc == SL_EMALFORMED && err) {
 			err->line = lineno;
 			snprintf(err->reason, sizeof(err->reason), "%s", d->why);
