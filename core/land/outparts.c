@@ -185,8 +185,6 @@ int sl_land_file_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len,
 		void *m = mmap(NULL, i.size, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (m != MAP_FAILED) {
 			close(fd);
-			/* read ahead at once: the disk works while the decoders do */
-			madvise(m, i.size, MADV_WILLNEED);
 			*data = m;
 			*len = i.size;
 			*mapped = true;

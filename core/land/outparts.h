@@ -41,7 +41,8 @@ bool sl_out_part_name(const char *name, uint64_t *batch, uint64_t *num);
 /*
  * The bytes of file id of the namespace: inline ones copied (*mapped false,
  * free()), a blob mapped read-only (*mapped true, munmap()): such files never
- * change, and a mapping costs no copy. 0, SL_NOTFOUND, SL_ECORRUPT (a blob
+ * change, and a mapping costs no copy. Not advised: a caller that reads the
+ * mapping through asks for read-ahead (MADV_WILLNEED). 0, SL_NOTFOUND, SL_ECORRUPT (a blob
  * shorter than its record) or an errno.
  */
 int sl_land_file_bytes(struct sl_land *l, uint64_t id, char **data, size_t *len, bool *mapped);

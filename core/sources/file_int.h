@@ -47,6 +47,8 @@ struct half {
 	const char *path, *data;
 	size_t len;
 	bool mapped; /* data is a file mapping: decoded pieces leave the process */
+	int fd;       /* the mapped file, read with pread instead (or -1) */
+	uint64_t off; /* data's offset in it */
 	int rc;
 };
 

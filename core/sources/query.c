@@ -240,6 +240,8 @@ static int query_read(struct sl_source *p, size_t part, struct sl_batch *b,
 			 sl_strerror(rc));
 		return rc;
 	}
+	if (mapped)
+		madvise(data, len, MADV_WILLNEED); /* the disk works while the decoder does */
 	if (ends_with(o->rel, ".zst")) {
 		void *plain;
 		size_t plen;
