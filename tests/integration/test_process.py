@@ -139,11 +139,24 @@ def out_rows(m, q="q"):
 
 
 def children_of(pid):
+    """The source programs pid started: its children running sluice_source.py.
+    Only those: under ASan, a sluice that is exiting has another child, the
+    leak checker's tracer (a clone sharing its memory, which holds the other
+    threads stopped); killing that one would leave sluice stopped for good."""
     try:
         with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
+            kids = [int(x) for x in f.read().split()]
     except OSError:
         return []
+    progs = []
+    for k in kids:
+        try:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                if b"sluice_source.py" in f.read():
+                    progs.append(k)
+        except OSError:
+            pass
+    return progs
 
 
 # ---- the seed's reader, exactly once across kill -9 ----
