@@ -587,6 +587,114 @@ def test_python_module_admission_control_and_pickled_partitions(tmp_path, mounts
     m.unmount()
 
 
+# pyspark's SimpleDataSourceStreamReader through sluice_source.py's wrapper:
+# a log file of rows (one JSON per line) read by line number; every call
+# the program gets is logged to CALLS, and readBetweenOffsets waits while
+# the file HOLD exists (so that a test can kill sluice inside a batch)
+SIMPLE = r"""
+import json, os, time
+from sluice_source import DataSource, SimpleDataSourceStreamReader
+
+def note(opts, *call):
+    with open(opts["calls"], "a") as f:
+        f.write(json.dumps(call) + "\n")
+
+def lines(path):
+    with open(path) as f:
+        return f.read().splitlines()
+
+class Reader(SimpleDataSourceStreamReader):
+    def __init__(self, options):
+        self.o = options
+
+    def initialOffset(self):
+        return {"line": 0}
+
+    def read(self, start):
+        rows = lines(self.o["log"])[start["line"]:]
+        note(self.o, "read", start)
+        return iter([tuple(json.loads(r)) for r in rows]), {"line": start["line"] + len(rows)}
+
+    def readBetweenOffsets(self, start, end):
+        note(self.o, "readBetweenOffsets", start, end)
+        while os.path.exists(self.o["hold"]):
+            time.sleep(0.05)
+        return iter([tuple(json.loads(r)) for r in lines(self.o["log"])[start["line"]:end["line"]]])
+
+    def commit(self, end):
+        note(self.o, "commit", end)
+
+class Src(DataSource):
+    def simpleStreamReader(self, schema):
+        return Reader(self.options)
+"""
+
+
+def test_simple_reader_replays_between_offsets_after_kill9(tmp_path, mounts):
+    """A SimpleDataSourceStreamReader (pyspark 4.0) served by sluice_source.py:
+    read(start) finds each batch's end, readBetweenOffsets(start, end) gives
+    its rows, commit(end) follows each committed batch. Killed inside a
+    batch (its offsets logged, rows being read), sluice replays exactly that
+    batch's range after a restart, although the log has grown since; the
+    rows that came after go into the next batch. Every row once, in order."""
+    data = str(tmp_path / "data")
+    log, calls, hold = tmp_path / "log.jsonl", tmp_path / "calls.jsonl", tmp_path / "hold"
+    prog = tmp_path / "simple_src.py"
+    prog.write_text(SIMPLE)
+
+    def append(a, b):
+        with open(log, "a") as f:
+            for i in range(a, b + 1):
+                f.write(json.dumps([i, "acct-%d" % (i % 3), i * 10]) + "\n")
+
+    def called():
+        return [json.loads(x) for x in calls.read_text().splitlines()] if calls.exists() else []
+
+    q = {"source": {"format": "process", "command": [PY, MODULE, str(prog)], "schema": SCHEMA,
+                    "options": {"log": str(log), "calls": str(calls), "hold": str(hold)}},
+         "sink": {"format": "json"}}
+    write_config(data, {"q": q})
+    append(1, 10)
+    run(data)
+    assert ["read", {"line": 0}] in called()
+    assert ["readBetweenOffsets", {"line": 0}, {"line": 10}] in called()
+    assert called()[-1] == ["commit", {"line": 10}]
+    # the second batch: killed while it reads its rows
+    append(11, 15)
+    hold.write_text("")
+    calls.unlink()
+    p = subprocess.Popen([util.sluice_bin(), "run", "--available-now", data],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        util.wait_for(lambda: any(c[0] == "readBetweenOffsets" for c in called()), 60,
+                      "the second batch's read")
+    finally:
+        p.kill()
+        p.communicate(timeout=60)
+    # at start, the last committed end; then the batch, cut short
+    assert called() == [["commit", {"line": 10}], ["read", {"line": 10}],
+                        ["readBetweenOffsets", {"line": 10}, {"line": 15}]]
+    # the log grows before the restart: the replay still ends at line 15
+    append(16, 22)
+    hold.unlink()
+    calls.unlink()
+    run(data)
+    # the replay takes its end from the offset log (no read), then a new batch
+    assert called() == [["commit", {"line": 10}],
+                        ["readBetweenOffsets", {"line": 10}, {"line": 15}],
+                        ["commit", {"line": 15}],
+                        ["read", {"line": 15}],
+                        ["readBetweenOffsets", {"line": 15}, {"line": 22}],
+                        ["commit", {"line": 22}]]
+    m = mounts.new(data=data)
+    rows = out_rows(m)
+    assert [r["seq"] for r in rows] == list(range(1, 23))
+    assert rows[11] == {"seq": 12, "account": "acct-0", "amount": 120}
+    with open(os.path.join(m.mnt, "checkpoint", "q", "offsets", "1")) as f:
+        assert f.read().splitlines()[-1] == '{"line":15}'
+    m.unmount()
+
+
 def test_child_rules(tmp_path):
     """CONNECTORS "Commands and secrets": own process group, death signal,
     no descriptor of sluice's, no service-manager variables, its folder."""
