@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,7 +267,7 @@ void sl_child_stream_drain(struct sl_child *c, struct sl_child_stream *st)
 }
 
 int sl_child_write(struct sl_child *c, const char *buf, size_t len, int64_t deadline_ns,
-		   const volatile bool *stop)
+		   const atomic_bool *stop)
 {
 	sigset_t pipe_set, old_set;
 	size_t off = 0;

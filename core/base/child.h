@@ -10,6 +10,7 @@
 #ifndef SLUICE_CORE_CHILD_H
 #define SLUICE_CORE_CHILD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -84,7 +85,7 @@ void sl_child_stream_drain(struct sl_child *c, struct sl_child_stream *st);
  * Never raises SIGPIPE.
  */
 int sl_child_write(struct sl_child *c, const char *buf, size_t len, int64_t deadline_ns,
-		   const volatile bool *stop);
+		   const atomic_bool *stop);
 
 /*
  * Whether the child exited: true with *status (waitpid's) once it has, and

@@ -19,6 +19,7 @@
 #ifndef SLUICE_CORE_ENGINE_H
 #define SLUICE_CORE_ENGINE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,7 +67,7 @@ struct sl_engine_limits {
 	uint64_t seq_limit;     /* plan only files landed up to this sequence number */
 	uint64_t max_batches;   /* stop after this many batches; 0: until nothing is left */
 	bool ignore_caps;       /* trigger once: the batch takes every file */
-	const volatile bool *stop; /* checked between batches; NULL: never */
+	const atomic_bool *stop; /* checked between batches; NULL: never */
 	/*
 	 * When the source had nothing new: NULL returns; else called, it waits
 	 * (pollInterval) and returns true to ask the source again with it still

@@ -7,6 +7,7 @@
 #ifndef SLUICE_CORE_ENGINE_INT_H
 #define SLUICE_CORE_ENGINE_INT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +24,7 @@ struct sl_txn;
 
 /* One query's run and its current batch N. */
 struct plan {
-	const volatile bool *stop; /* set by an unmount: abandon the batch */
+	const atomic_bool *stop; /* set by an unmount: abandon the batch */
 	const struct sl_query_config *q;
 	uint32_t qid;
 	const struct sl_source_ops *sops; /* the query's source ... */

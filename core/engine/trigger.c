@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ struct sl_engine {
 	uint64_t wakes;        /* landings so far (guarded by mu) */
 	uint64_t commits;      /* runs that committed a batch (guarded by mu): wake query sources */
 	size_t nstarted;       /* queries whose first run returned (guarded by mu) */
-	volatile bool stop;
+	atomic_bool stop;
 	struct qthread *threads;
 	size_t n;
 };

@@ -76,8 +76,9 @@ struct node {
 	/* guarded by l->mu */
 	uint64_t parent;
 	char name[SL_NAME_MAX + 1];
-	bool named;         /* its name is in in/ (false once unlinked, replaced, poisoned) */
-	bool landed;        /* published: the catalog holds it now */
+	/* written under l->mu; atomic because a stat reads them without it */
+	atomic_bool named;  /* its name is in in/ (false once unlinked, replaced, poisoned) */
+	atomic_bool landed; /* published: the catalog holds it now */
 	bool publishing;    /* sealed: released at a final name, as good as landed */
 	bool in_id_table;
 	bool abandoned;     /* counted in tempAbandoned */

@@ -239,7 +239,7 @@ void land_attr_of_node(struct node *n, struct sl_attr *a)
 	a->atime_ns = n->atime_ns;
 	pthread_mutex_unlock(&n->dmu);
 	a->landed = false;
-	/* read racily: an unlink may be on its way, as with any stat */
+	/* without l->mu: an unlink may be on its way, as with any stat */
 	a->unlinked = !n->named && !n->landed;
 }
 

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@
 struct sl_sink {
 	const struct sl_query_config *q;
 	struct sl_land *l;
-	const volatile bool *stop;
+	const atomic_bool *stop;
 	uint64_t rows;
 	char error[400];
 	char cwd[4096];     /* DATA_DIR/exec/<query>: the commands' working folder */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@ struct sl_sink {
 	const struct sl_query_config *q;
 	struct sl_land *l;
 	uint32_t qid;
-	const volatile bool *stop;
+	const atomic_bool *stop;
 	bool txn;		/* transactional */
 	rd_kafka_t *rk;		/* the producer; NULL until the first batch, or after a fatal error */
 	bool in_txn;		/* a transaction begun and not yet committed or aborted */

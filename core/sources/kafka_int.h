@@ -6,6 +6,7 @@
 #ifndef SLUICE_CORE_KAFKA_INT_H
 #define SLUICE_CORE_KAFKA_INT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,7 +32,7 @@ struct sl_source {
 	const struct sl_query_config *q;
 	const struct sl_kafka_config *kc;
 	uint32_t qid;
-	const volatile bool *stop;
+	const atomic_bool *stop;
 	bool ignore_caps;	/* trigger once: one batch takes everything */
 	bool fix_end;		/* availableNow or `sluice run`: the end is fixed at first */
 	struct rd_kafka_s *rk;	/* the consumer: assign + seek, never a group member */

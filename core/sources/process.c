@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,7 @@ struct sl_source {
 	struct sl_land *l;
 	const struct sl_query_config *q;
 	uint32_t qid;
-	const volatile bool *stop;
+	const atomic_bool *stop;
 	bool fix_end;	 /* availableNow (or `sluice run`): the end is fixed at the first asking */
 	bool have_fixed; /* fixed holds it */
 	char fixed[OFF]; /* the run's end, canonical */
