@@ -159,7 +159,20 @@ free_d:
 
 int sl_datadir_create(struct sl_datadir *d)
 {
-	/* idempotent: also completes a layout a crash cut short */
+	char p[4096];
+
+	/*
+	 * The reserve is made last, after the catalog and every blob folder
+	 * are durable: with it there, the layout is whole and each start
+	 * skips an LMDB open and 768 calls on blobs/ (`sluice run` of a data
+	 * dir with one small file: ~21 -> ~17 ms a start). Without it whole
+	 * (new, cut short by a crash, released on ENOSPC, or short of room
+	 * when it was made) the layout is made or completed: it is idempotent.
+	 */
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/reserve", d->path);
+	if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= RESERVE_BYTES)
+		return 0;
 	return create_layout(d->path);
 }
 

@@ -164,6 +164,33 @@ def test_data_dir_new(mounts, tmp_path, kind):
     assert m2.landing()["filesLanded"] == 1
 
 
+@pytest.mark.parametrize("cut", ["no-reserve", "short-reserve"])
+def test_layout_cut_short_is_completed(mounts, tmp_path, cut):
+    """The reserve is the layout's last piece: a start skips making the
+    layout when it is whole, and completes it otherwise, as after a crash
+    during the first start (here: a blob folder and the reserve missing, or
+    a reserve made short of room). What had landed stays readable."""
+    data = tmp_path / "data"
+    m = mounts.new(data=data)
+    write_file(m.inp("a.json"), b"a\n")
+    m.wait_landed()
+    m.unmount()
+    os.rmdir(data / "blobs" / "7f")
+    if cut == "no-reserve":
+        os.unlink(data / "reserve")
+    else:
+        os.truncate(data / "reserve", 4096)
+    m2 = mounts.remount(m)
+    assert read_file(m2.inp("a.json")) == b"a\n"
+    big = os.urandom(300 << 10)  # a blob: its id may fall in any folder
+    for i in range(300):
+        write_file(m2.inp("b%d.bin" % i), big[:1 << 17] + b"%d" % i)
+    m2.wait_landed()
+    m2.unmount()
+    assert os.path.isdir(data / "blobs" / "7f")
+    assert os.path.getsize(data / "reserve") == 1 << 20
+
+
 # -- the lock -----------------------------------------------------------------
 
 def test_second_process_refused_while_mounted(mounts, tmp_path):
