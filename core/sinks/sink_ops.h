@@ -37,7 +37,7 @@ struct sl_sink_args {
 	struct sl_land *l;               /* the namespace out/ is part of; borrowed */
 	const struct sl_query_config *q; /* borrowed until close() */
 	uint32_t qid;                    /* the query's checkpoint id */
-	const atomic_bool *stop;       /* set when the run must end (unmount); NULL: never */
+	const atomic_bool *stop;         /* set when the run must end (unmount); NULL: never */
 };
 
 /* What a committed batch wrote, for the progress report. */

@@ -79,6 +79,19 @@ static void reserve_rows(struct sl_batch *b, const char *data, size_t len)
 }
 
 /*
+ * The last line end in p[0, n) that a piece may be cut after: one with a
+ * byte after it in p, and that byte not "\xEF" (a piece's start could be
+ * taken for a BOM, which only starts a file). NULL: none.
+ */
+static const char *last_cut(const char *p, size_t n)
+{
+	const char *nl = n > 1 ? memrchr(p, '\n', n - 1) : NULL;
+	while (nl && (unsigned char)nl[1] == 0xEF)
+		nl = nl > p ? memrchr(p, '\n', (size_t)(nl - p)) : NULL;
+	return nl;
+}
+
+/*
  * sl_decode_file() over bytes [off, off + len) of the file fd, as one call
  * over them would do it, read with pread into one small buffer, decoded
  * and read again: the decoder reads bytes the copy just brought into the
@@ -90,9 +103,8 @@ static void reserve_rows(struct sl_batch *b, const char *data, size_t len)
  */
 #define READ_CHUNK (256u << 10)
 
-static int decode_read(struct sl_decoder *dec, const char *path, int fd, uint64_t off,
-		       size_t len, struct sl_batch *b, struct sl_decode_stats *st,
-		       struct sl_decode_error *derr)
+static int decode_read(struct sl_decoder *dec, const char *path, int fd, uint64_t off, size_t len,
+		       struct sl_batch *b, struct sl_decode_stats *st, struct sl_decode_error *derr)
 {
 	size_t cap = SL_FAULT_SIZE("decode.piece", READ_CHUNK), have = 0, done = 0;
 	size_t nrows = b->nrows, arena = b->arena_len;
@@ -113,14 +125,8 @@ static int decode_read(struct sl_decoder *dec, const char *path, int fd, uint64_
 		}
 		size_t cut = have;
 		if (done < len) {
-			/* the last line end with a byte after it in the buffer, not 0xEF */
-			cut = 0;
-			for (const char *nl = memrchr(buf, '\n', have); nl;
-			     nl = nl > buf ? memrchr(buf, '\n', (size_t)(nl - buf)) : NULL)
-				if (nl + 1 < buf + have && (unsigned char)nl[1] != 0xEF) {
-					cut = (size_t)(nl + 1 - buf);
-					break;
-				}
+			const char *nl = last_cut(buf, have);
+			cut = nl ? (size_t)(nl + 1 - buf) : 0;
 			if (!cut) {
 				if (have < cap)
 					continue; /* a short read: read on */
@@ -169,7 +175,7 @@ static int decode_pieces(struct sl_decoder *dec, const char *path, const char *d
 	int rc;
 
 	/* a mapped file read with pread instead (decode_read()), when its descriptor is open */
-	if (mapped && fd >= 0 && len > SL_FAULT_SIZE("decode.piece", READ_CHUNK))
+	if (fd >= 0 && len > SL_FAULT_SIZE("decode.piece", READ_CHUNK))
 		return decode_read(dec, path, fd, off, len, b, st, derr);
 	if (!mapped || len <= piece)
 		return sl_decode_file(dec, path, data, len, b, st, derr);
@@ -466,9 +472,7 @@ static int decode_zst(struct sl_source *p, struct sl_decoder *dec, const char *p
 		/* the complete lines that arrived, not cut before "\xEF" (a BOM's first byte) */
 		if (hold && avail > pos + piece)
 			avail = pos + piece;
-		const char *end = avail > pos + 1 ? memrchr(z.buf + pos, '\n', avail - 1 - pos) : NULL;
-		while (end && (unsigned char)end[1] == 0xEF)
-			end = end > z.buf + pos ? memrchr(z.buf + pos, '\n', (size_t)(end - z.buf) - pos) : NULL;
+		const char *end = last_cut(z.buf + pos, avail - pos);
 		if (!end) {
 			want = avail + 1; /* a long line: wait for its end */
 			hold = done ? 0 : hold; /* (the knob's cap: no end to wait for) */

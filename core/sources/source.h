@@ -37,7 +37,7 @@ struct sl_source_args {
 	uint32_t qid;                    /* the query's checkpoint id */
 	uint64_t seq_limit;              /* admission: only what landed up to this sequence */
 	bool ignore_caps;                /* trigger once: one batch takes everything */
-	const atomic_bool *stop;       /* set by an unmount: a source that waits gives up; or NULL */
+	const atomic_bool *stop;         /* set by an unmount: a source that waits gives up; or NULL */
 	struct sl_socket_reader *reader; /* socket in a mount: its reader, or NULL; borrowed */
 };
 

@@ -165,9 +165,10 @@ int sl_datadir_create(struct sl_datadir *d)
 	 * The reserve is made last, after the catalog and every blob folder
 	 * are durable: with it there, the layout is whole and each start
 	 * skips an LMDB open and 768 calls on blobs/ (`sluice run` of a data
-	 * dir with one small file: ~21 -> ~17 ms a start). Without it whole
-	 * (new, cut short by a crash, released on ENOSPC, or short of room
-	 * when it was made) the layout is made or completed: it is idempotent.
+	 * dir with one small file: ~21 -> ~17 ms a start, beside a CI run).
+	 * Without it whole (new, cut short by a crash, released on ENOSPC, or
+	 * short of room when it was made) the layout is made or completed: it
+	 * is idempotent.
 	 */
 	struct stat st;
 	snprintf(p, sizeof(p), "%s/reserve", d->path);
