@@ -48,6 +48,7 @@ struct half {
 	size_t len;
 	bool mapped; /* data is a file mapping: decoded pieces leave the process */
 	int fd;       /* the mapped file, read with pread instead (or -1) */
+	bool cold;    /* fd's pages are given back to the kernel once decoded */
 	uint64_t off; /* data's offset in it */
 	int rc;
 };

@@ -7,8 +7,10 @@ quoting, sep, partition columns from key=value folders), text, TIMESTAMP's
 grammar, `.zst` inputs, the CSV sink and partitionBy's Hive escaping."""
 
 import csv
+import ctypes
 import io
 import json
+import mmap
 import os
 import re
 import subprocess
@@ -745,6 +747,80 @@ def test_big_file_in_pieces_failfast_names_the_line(tmp_path, line):
     land(data, put(tmp_path, "big.json", big_json(n, bad={line})))
     p = run_env(data, PLAIN_PIECES, expect=1)
     assert "'in/dev/big.json' line %d:" % line in p.stderr, p.stderr
+
+
+def resident_bytes(path):
+    """Bytes of path's pages in the page cache (mincore(2) of a mapping)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    with open(path, "rb") as f:
+        n = os.fstat(f.fileno()).st_size
+        m = mmap.mmap(f.fileno(), n, flags=mmap.MAP_PRIVATE,
+                      prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        try:
+            pages = (n + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+            vec = (ctypes.c_ubyte * pages)()
+            addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+            assert libc.mincore(addr, n, vec) == 0, os.strerror(ctypes.get_errno())
+            del addr
+            return sum(v & 1 for v in vec) * mmap.PAGESIZE
+        finally:
+            m.close()
+
+
+def landed_blob(data, size):
+    """The blob file of data's one landed file of size bytes."""
+    found = [os.path.join(d, n) for d, _, names in os.walk(os.path.join(data, "blobs"))
+             for n in names if os.path.getsize(os.path.join(d, n)) == size]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.parametrize("name,cached", [("big.json", False), ("big.json", True),
+                                         ("big.json.zst", False), ("big.json.zst", True)])
+def test_big_file_read_cold_leaves_the_page_cache(mounts, tmp_path, name, cached):
+    """A big file that was out of the page cache when its batch began is read
+    once: its pages leave the cache as it is decoded (both halves of a plain
+    file; a .zst once decompressed), and its rows are all there. One that was
+    cached stays cached for the next reader."""
+    n = 200000
+    data = str(tmp_path / "data")
+    write_config(data, {"dev": (json_source("id BIGINT, pad STRING"), None)})
+    text = big_json(n).encode()
+    if name.endswith(".zst"):
+        # random pads, so that the compressed file is big too (~10 MB)
+        text = "".join('{"id": %d, "pad": "%s"}\n' % (i, os.urandom(35).hex())
+                       for i in range(1, n + 1)).encode()
+        text = subprocess.run(["zstd", "-q", "-c"], input=text, stdout=subprocess.PIPE,
+                              check=True).stdout
+        assert len(text) > 8 << 20
+    src = put(tmp_path, name, text)
+    size = os.path.getsize(src)
+    land(data, src)
+    blob = landed_blob(data, size)
+    with open(blob, "rb") as f:
+        if cached:
+            while f.read(1 << 20):
+                pass
+        else:
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    whole = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
+    before = resident_bytes(blob)
+    if cached:
+        assert before == whole
+    elif before > size // 10:
+        pytest.skip("this file system keeps the file in memory (%d of %d bytes)" % (before, size))
+    assert run(data).stdout == "dev: 1 batches, %d rows\n" % n
+    after = resident_bytes(blob)
+    if cached:
+        assert after == whole
+    elif name.endswith(".zst"):
+        assert after == 0, (after, size)
+    else:
+        # what the cuts leave: a folio of the cache at most where each half starts and ends
+        assert after <= 8 << 20, (after, size)
+    check_big_json_out(mounts.new(data=data), n, ())
 
 
 def test_big_file_pieces_never_start_at_a_bom(tmp_path):
