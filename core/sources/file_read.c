@@ -632,17 +632,19 @@ int sl_file_read(struct sl_source *p, size_t part, struct sl_batch *b,
 	if (rc == EAGAIN)
 		rc = decode_split(p, p->dec, f->path, data, len, mapped, fd, cold && !zst, b, st,
 				  &derr);
-	if (fd >= 0)
-		close(fd);
 	if (mapped)
 		munmap(data, len);
 	else
 		free(data);
-	/* a cold .zst was read whole from its mapping, now gone: its pages leave the cache too */
-	if (cold && zst && sl_blob_open(sl_land_blobs(p->l), f->id, O_RDONLY, &fd) == 0) {
+	/*
+	 * A cold file leaves the cache whole, now that its mapping is gone: a
+	 * .zst read from it, and what the touches of a plain file's mapping
+	 * (where to cut it, its rows' estimate) read ahead.
+	 */
+	if (cold && (fd >= 0 || sl_blob_open(sl_land_blobs(p->l), f->id, O_RDONLY, &fd) == 0))
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	if (fd >= 0)
 		close(fd);
-	}
 	if (rc == SL_EMALFORMED)
 		snprintf(err, errlen, "'in/%.300s' line %" PRIu64 ": %s", f->path, derr.line,
 			 derr.reason);

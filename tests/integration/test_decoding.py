@@ -813,13 +813,7 @@ def test_big_file_read_cold_leaves_the_page_cache(mounts, tmp_path, name, cached
         pytest.skip("this file system keeps the file in memory (%d of %d bytes)" % (before, size))
     assert run(data).stdout == "dev: 1 batches, %d rows\n" % n
     after = resident_bytes(blob)
-    if cached:
-        assert after == whole
-    elif name.endswith(".zst"):
-        assert after == 0, (after, size)
-    else:
-        # what the cuts leave: a folio of the cache at most where each half starts and ends
-        assert after <= 8 << 20, (after, size)
+    assert after == (whole if cached else 0), (after, size)
     check_big_json_out(mounts.new(data=data), n, ())
 
 
