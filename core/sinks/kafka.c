@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <librdkafka/rdkafka.h>
+#include "rdk.h"
 
 #include "batch.h"
 #include "catalog.h"
@@ -154,11 +154,13 @@ static int conf_set(struct sl_sink *s, rd_kafka_conf_t *conf, const char *name, 
  */
 static int make_conf(struct sl_sink *s, bool consumer, rd_kafka_conf_t **out)
 {
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	char id[64];
+	rd_kafka_conf_t *conf;
+	char id[64], why[400];
 	int rc = 0;
 
-	if (!conf)
+	if ((rc = sl_rdk_load(why, sizeof(why))))
+		return fail(s, rc, "queries.%s.sink: %s", s->q->name, why);
+	if (!(conf = rd_kafka_conf_new()))
 		return ENOMEM;
 	rd_kafka_conf_set_log_cb(conf, on_log);
 	snprintf(id, sizeof(id), "sluice-%s", s->q->name);
@@ -914,11 +916,15 @@ static void kafka_close(struct sl_sink *s)
 
 int sl_sink_kafka_check(const struct sl_query_config *q, char *err, size_t errlen)
 {
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	char why[256];
-	int rc = 0;
+	rd_kafka_conf_t *conf;
+	char why[400];
+	int rc;
 
-	if (!conf)
+	if ((rc = sl_rdk_load(why, sizeof(why)))) {
+		snprintf(err, errlen, "queries.%s.sink: %s", q->name, why);
+		return rc;
+	}
+	if (!(conf = rd_kafka_conf_new()))
 		return ENOMEM;
 	for (size_t i = 0; rc == 0 && i < q->nkafka_conf; i++) {
 		const char *name = q->kafka_conf[2 * i], *value = q->kafka_conf[2 * i + 1];

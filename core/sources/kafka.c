@@ -7,7 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <librdkafka/rdkafka.h>
+#include "rdk.h"
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -812,6 +812,10 @@ static int make_client(struct sl_source *p)
 
 	if (p->rk)
 		return 0;
+	if ((rc = sl_rdk_load(why, sizeof(why)))) {
+		sl_kafka_seterr(p, "queries.%s.source: %s", p->q->name, why);
+		return rc;
+	}
 	if (!(conf = rd_kafka_conf_new()))
 		return ENOMEM;
 	rd_kafka_conf_set_opaque(conf, p);

@@ -6,7 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <librdkafka/rdkafka.h>
+#include "rdk.h"
 #include <stdio.h>
 #include <string.h>
 

@@ -21,7 +21,8 @@ OWNERS = {
     "zstd.h": {"rows/codec.c"},
     "zstd_errors.h": {"rows/codec.c"},
     "jansson.h": {"config/load.c", "engine/render.c", "sources/process.c"},
-    "librdkafka/rdkafka.h": {"sinks/kafka.c", "sources/kafka.c", "sources/kafka_read.c"},
+    "librdkafka/rdkafka.h": {"sources/rdk.h"},
+    "dlfcn.h": {"sources/rdk.c"},
     "systemd/sd-daemon.h": set(),
 }
 # third-party headers of the host's integration, owned by a file of fs/
