@@ -315,6 +315,32 @@ static int read_ids(struct sl_catalog *cat)
 	return 0;
 }
 
+/*
+ * Refuses a data.mdb shorter than the pages its newest meta page uses: a
+ * disk that lost writes after acknowledging their flush (a broken write
+ * cache) can leave that meta page durable without the pages before it,
+ * and LMDB would fault (SIGBUS) reading a page past the file's end. A
+ * catalog flushed as sluice flushes it never is: a meta page is written
+ * after the flush of its pages.
+ */
+static int check_length(struct sl_catalog *cat, const MDB_envinfo *info)
+{
+	MDB_stat st;
+	struct stat sb;
+	mdb_filehandle_t fd;
+
+	if (mdb_env_stat(cat->env, &st) || mdb_env_get_fd(cat->env, &fd) || fstat(fd, &sb))
+		return 0; /* cannot tell: LMDB's own checks then */
+	uint64_t need = ((uint64_t)info->me_last_pgno + 1) * st.ms_psize;
+	if ((uint64_t)sb.st_size >= need)
+		return 0;
+	sl_log(SL_LOG_ERR,
+	       "catalog/data.mdb is corrupt: %" PRIu64 " bytes, and its last commit uses %" PRIu64
+	       " (the disk lost writes it had acknowledged; restore the data dir from a backup)",
+	       (uint64_t)sb.st_size, need);
+	return SL_ECORRUPT;
+}
+
 static int jr_replay(struct sl_catalog *cat);
 
 int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
@@ -394,6 +420,8 @@ int sl_catalog_open(const char *dir, unsigned flags, struct sl_catalog **out)
 	}
 	mdb_env_info(cat->env, &info);
 	cat->mapsize = info.me_mapsize;
+	if ((rc = check_length(cat, &info)))
+		goto env_close;
 	rc = open_dbs(cat, !cat->rdonly);
 	if (rc)
 		goto env_close;

@@ -283,3 +283,26 @@ def test_kill9_during_concurrent_writes(mounts):
             assert got == content(w, i), "t%d/f%05d.json is partial (%d bytes)" % (w, i, len(got))
         total += len(listed)
     assert d["filesLanded"] == total
+
+
+@pytest.mark.timeout(60)
+def test_catalog_cut_short_is_refused_not_a_crash(tmp_path):
+    """A data.mdb shorter than the pages its last commit uses (what a disk
+    that loses acknowledged writes leaves) is refused with a clear error by
+    the commands that open it, instead of a SIGBUS in LMDB."""
+    data = str(tmp_path / "data")
+    with open(tmp_path / "cfg.json", "w") as f:
+        f.write('{"queries": {"q": {"source": {"format": "text", "path": "ev"}}}}')
+    os.makedirs(data)
+    os.rename(tmp_path / "cfg.json", os.path.join(data, "sluice.json"))
+    for i in range(20):
+        p = tmp_path / ("f%d.txt" % i)
+        p.write_bytes(b"x" * 100000)
+        r = util.sluice("land", data, str(p), "--to", "ev")
+        assert r.returncode == 0, r.stderr
+    mdb = os.path.join(data, "catalog", "data.mdb")
+    os.truncate(mdb, 3 * 4096)  # the two meta pages and one more
+    for args in (["status", data], ["run", "--available-now", data]):
+        p = util.sluice(*args, timeout=30)
+        assert p.returncode > 0, (args, p.returncode, p.stderr)  # an exit, not a signal
+        assert "catalog/data.mdb is corrupt" in p.stderr, (args, p.stderr)
