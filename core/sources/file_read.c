@@ -103,9 +103,9 @@ static const char *last_cut(const char *p, size_t n)
  *
  * A file (cold) that was mostly out of the page cache when its reading
  * began (mincore of its mapping, before anything touched it) is read once
- * per query: its
- * pages are given back to the kernel as they are decoded (a few MiB at a
- * time, POSIX_FADV_DONTNEED) instead of evicting the cache's other pages,
+ * per query: its pages are given back to the kernel as they are decoded
+ * (a few MiB at a time, POSIX_FADV_DONTNEED; the rest by sl_file_read()
+ * once the file is done) instead of evicting the cache's other pages,
  * and the next reads reuse the memory they free. A file found cached stays
  * as it is (another query, or a reader of in/, may want it). On this
  * project's VM a page of memory new to the guest costs its first touch a
@@ -190,8 +190,6 @@ static int decode_read(struct sl_decoder *dec, const char *path, int fd, bool co
 			dropped = to;
 		}
 	}
-	if (cold && off + done > dropped)
-		posix_fadvise(fd, (off_t)dropped, (off_t)(off + done - dropped), POSIX_FADV_DONTNEED);
 	free(buf);
 	if (rc) {
 		/* as sl_decode_file(): b as it was on entry */
@@ -630,8 +628,7 @@ int sl_file_read(struct sl_source *p, size_t part, struct sl_batch *b,
 		return rc;
 	}
 	if (rc == EAGAIN)
-		rc = decode_split(p, p->dec, f->path, data, len, mapped, fd, cold && !zst, b, st,
-				  &derr);
+		rc = decode_split(p, p->dec, f->path, data, len, mapped, fd, cold, b, st, &derr);
 	if (mapped)
 		munmap(data, len);
 	else

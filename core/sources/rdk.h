@@ -18,7 +18,11 @@
 
 #include <librdkafka/rdkafka.h>
 
-/* every librdkafka function sluice calls */
+/*
+ * every librdkafka function sluice calls; each also has its macro below.
+ * One missing there calls librdkafka itself, which the binary does not
+ * link (a link error); one missing here names no member (a compile error).
+ */
 #define SL_RDK_FUNCS(X) \
 	X(rd_kafka_abort_transaction) \
 	X(rd_kafka_assign) \
