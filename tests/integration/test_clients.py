@@ -241,6 +241,9 @@ class Rig:
         self.m = mounts.new(data=self.data, opts=opts)
         self.files = {}   # rel -> dict(data, mode, mtime_ns, atime_ns, owner)
         self.dirs = {}    # rel -> dict(mode, mtime_ns)
+        # zero-byte files a tool may land and then unlink (the count only, the
+        # bytes must match): see test_zip_output_into_in
+        self.empty_landings_ok = 0
 
     # paths
     def inp(self, *parts):
@@ -371,7 +374,8 @@ class Rig:
         problems = []
         n = len(self.files)
         size = sum(len(e["data"]) for e in self.files.values())
-        if d["filesLanded"] != n or d["bytesLanded"] != size:
+        files_ok = n <= d["filesLanded"] <= n + self.empty_landings_ok
+        if not files_ok or d["bytesLanded"] != size:
             problems.append("landing counters: filesLanded=%d bytesLanded=%d, expected %d and %d "
                             "(one landing per expected file, nothing else)"
                             % (d["filesLanded"], d["bytesLanded"], n, size))
@@ -537,6 +541,12 @@ def test_zip_output_into_in(mounts, tmp_path, how):
     want = _zip_reference(tmp_path, tree, how)
     opts = ["temp=.*:*.tmp:zi??????"] if how == "direct-temp-option" else []
     rig = Rig(mounts, tmp_path, opts=opts)
+    if how.startswith("direct"):
+        # zip first creates the target empty, closes it and unlinks it: when the
+        # RELEASE reaches the daemon before the unlink, that empty file lands
+        # (and the unlink of a file no query matches is allowed), else it never
+        # does. Both orders are right (DESIGN.md, "When a file lands").
+        rig.empty_landings_ok = 1
     rig.mkdir("zz")
     dst = rig.inp("zz", "out.zip")
     if how.startswith("direct"):
