@@ -76,6 +76,9 @@ static int grow_rows_to(struct sl_batch *b, size_t cap)
 {
 	bool dead = false;
 
+	if (b->side)
+		return ENOSPC; /* the arrays are another batch's */
+
 	for (size_t c = 0; c < b->schema->n; c++)
 		dead |= b->cols[c].dead;
 	if (dead) {
@@ -139,7 +142,7 @@ static size_t arena_next(const struct sl_batch *b, size_t need)
 	size_t cap = b->arena_cap ? b->arena_cap : 65536;
 	while (cap < need)
 		cap *= 2;
-	size_t est = sl_mem_estimate(b->arena_len, b->nrows, b->cap);
+	size_t est = sl_mem_estimate(b->arena_len, b->nrows - b->row0, b->cap - b->row0);
 	if (cap < est)
 		cap = est < UINT32_MAX ? est : UINT32_MAX;
 	return cap;
@@ -224,6 +227,64 @@ int sl_batch_append(struct sl_batch *dst, const struct sl_batch *src)
 	dst->nrows += src->nrows;
 	dst->arena_len += src->arena_len;
 	return 0;
+}
+
+int sl_batch_side_begin(struct sl_batch *b, size_t from, size_t to, struct sl_batch *side)
+{
+	assert(from >= b->nrows && from <= to && to <= b->cap);
+	memset(side, 0, sizeof(*side));
+	side->cols = malloc((b->schema->n ? b->schema->n : 1) * sizeof(*side->cols));
+	if (!side->cols)
+		return ENOMEM;
+	memcpy(side->cols, b->cols, b->schema->n * sizeof(*side->cols));
+	side->schema = b->schema;
+	side->nrows = side->row0 = from;
+	side->cap = to;
+	side->side = true;
+	return 0;
+}
+
+void sl_batch_side_drop(struct sl_batch *side)
+{
+	free(side->cols);
+	free(side->arena);
+	memset(side, 0, sizeof(*side));
+}
+
+int sl_batch_side_join(struct sl_batch *b, struct sl_batch *side)
+{
+	size_t base = b->arena_len;
+	int rc = 0;
+
+	assert(side->side && b->nrows == side->row0);
+	if (base + side->arena_len > UINT32_MAX) {
+		rc = EFBIG;
+	} else if (base + side->arena_len > b->arena_cap) {
+		size_t cap = arena_next(b, base + side->arena_len);
+		char *a = realloc(b->arena, cap);
+		if (a) {
+			sl_mem_huge(a, cap);
+			b->arena = a;
+			b->arena_cap = cap;
+		} else {
+			rc = ENOMEM;
+		}
+	}
+	if (rc == 0) {
+		if (side->arena_len)
+			memcpy(b->arena + base, side->arena, side->arena_len);
+		for (size_t c = 0; c < b->schema->n && base; c++) {
+			if (b->cols[c].dead || b->cols[c].type != SL_TYPE_STRING)
+				continue;
+			union sl_cell *cells = b->cols[c].cells;
+			for (size_t r = side->row0; r < side->nrows; r++) /* strings now follow b's */
+				cells[r].s.off += (uint32_t)base;
+		}
+		b->nrows = side->nrows;
+		b->arena_len += side->arena_len;
+	}
+	sl_batch_side_drop(side);
+	return rc;
 }
 
 void sl_batch_keep(struct sl_batch *b, const uint8_t *keep)

@@ -48,6 +48,8 @@ struct sl_batch {
 	size_t arena_len, arena_cap;
 	union sl_cell *dead_cells;      /* cap cells shared by the dead columns, never read */
 	uint8_t *dead_nulls;            /* cap flags shared by the dead columns, all 1 */
+	size_t row0;                    /* a side (sl_batch_side_begin): its first row, else 0 */
+	bool side;                      /* borrows another batch's rows: never grows them */
 };
 
 /* Makes an empty batch for schema (borrowed until release). 0 or ENOMEM. */
@@ -82,6 +84,24 @@ void sl_batch_drop_last(struct sl_batch *b);
  */
 int sl_batch_append(struct sl_batch *dst, const struct sl_batch *src);
 /* Keeps the rows r with keep[r] != 0, in order, dropping the others. */
+/*
+ * Rows [from, to) of b, to be filled by another thread while b's own
+ * thread fills rows below from: side shares b's row arrays (b must have
+ * room for to rows, sl_batch_reserve) and keeps a string arena of its own.
+ * Its sl_batch_add_row() gives from, from + 1, ... and ENOSPC past to;
+ * every other writer of b's arrays must keep off those rows until
+ * sl_batch_side_join(). 0 or ENOMEM.
+ */
+int sl_batch_side_begin(struct sl_batch *b, size_t from, size_t to, struct sl_batch *side);
+/*
+ * Makes side's rows b's (b has exactly side's first row's index of rows),
+ * its strings copied after b's. 0, ENOMEM or EFBIG (b unchanged); side is
+ * released either way.
+ */
+int sl_batch_side_join(struct sl_batch *b, struct sl_batch *side);
+/* Releases a side without joining it (b's rows past its own stay unused). */
+void sl_batch_side_drop(struct sl_batch *side);
+
 void sl_batch_keep(struct sl_batch *b, const uint8_t *keep);
 /* Setters: the value becomes non-null. Strings are copied into the arena. */
 int sl_batch_set_str(struct sl_batch *b, size_t row, size_t col, const char *s, size_t len);

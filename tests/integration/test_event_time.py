@@ -346,6 +346,70 @@ def test_sliding_windows_count_an_event_twice(mounts, tmp_path):
         (iso(T0 + 10 * MIN), iso(T0 + 20 * MIN), 1, 2)]
 
 
+# a test build's knob: a batch's groups are sorted (two halves, merged from
+# both ends) and emitted on two threads from 4 groups up instead of 65,536
+EMIT_SPLIT = dict(os.environ, SLUICE_FAULT_SIZE="groupby.emit_split:4,groupby.sort_split:4")
+
+
+def emit_runs(mounts, tmp_path, name, mode, env, files):
+    """Runs agg_config(mode) over files landed one batch each; after each
+    batch, the parts' names and bytes, read through a mount."""
+    data = str(tmp_path / name)
+    agg_config(data, mode, window={"column": "event_time", "duration": "10 minutes"})
+    got = []
+    for i, evs in enumerate(files):
+        land(data, events(str(tmp_path / ("%s-%d.json" % (name, i))), evs))
+        run(data, env=env)
+        m = mounts.new(data=data)
+        base = os.path.join(m.mnt, "out", "q")
+        got += [(n, read(m, "out", "q", n)) for n in sorted(util.list_out(base))]
+        m.unmount()
+    return got
+
+
+@pytest.mark.parametrize("mode", ["update", "complete"])
+def test_groups_emitted_on_two_threads_as_on_one(mounts, tmp_path, mode):
+    """A batch's groups are sorted and its output rows made on two threads
+    when they are many (each half with strings of its own, joined after):
+    every part,
+    over batches that merge new groups with stored ones and groups whose
+    key is null, is byte for byte what one thread writes."""
+    if not util.faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    rnd = random.Random(7)
+    files = []
+    for b in range(3):
+        evs = []
+        for i in range(300 + 200 * b):
+            user = None if i % 41 == 0 else "u" * rnd.randint(1, 30) + str(rnd.randint(0, 60))
+            evs.append(("%d-%d" % (b, i), user, rnd.randint(-5, 1000),
+                        T0 + b * 5 * MIN + rnd.randint(0, 40 * MIN)))
+        files.append(evs)
+    one = emit_runs(mounts, tmp_path, "one", mode, None, files)
+    two = emit_runs(mounts, tmp_path, "two", mode, EMIT_SPLIT, files)
+    assert len(one) >= 3 and sum(len(d) for _, d in one) > 3000
+    assert [n for n, _ in two] == [n for n, _ in one]
+    for (n, a), (_, b) in zip(one, two):
+        assert b == a, n
+
+
+def test_groups_emitted_on_two_threads_overflow_stops_the_query(tmp_path):
+    """An overflowing group in the second thread's half stops the query as
+    on one thread, with nothing committed."""
+    if not util.faults_compiled():
+        pytest.skip("built without -Dfaults=true")
+    data = str(tmp_path / "data")
+    write_config(data, groupBy={"columns": ["user"]}, aggregate={"s": "sum(amount)"},
+                 outputMode="update")
+    evs = [(str(i), "u%03d" % i, i, T0) for i in range(100)]
+    evs += [("x1", "u099", 2 ** 63 - 1, T0)]
+    land(data, events(str(tmp_path / "1.json"), evs))
+    p = run(data, expect=1, env=EMIT_SPLIT)
+    assert "sum(amount) overflows BIGINT" in p.stderr
+    st = util.sluice("status", data).stdout.splitlines()[1]
+    assert "overflows" in st and "batch=-" in st
+
+
 def test_aggregation_without_groupby_columns(mounts, tmp_path):
     data = str(tmp_path / "data")
     write_config(data, aggregate={"n": "count(*)", "s": "sum(amount)"}, outputMode="update")

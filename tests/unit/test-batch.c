@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of core/batch.c: rows start null, strings survive growth, clear
- * reuses; projected-out columns read null through growth, append, keep, trim.
+ * reuses; projected-out columns read null through growth, append, keep, trim;
+ * a side filled by another thread at once joins with its strings.
  */
+#include <errno.h>
+#include <pthread.h>
+
 #include "batch.h"
 #include "check.h"
 
@@ -125,8 +129,97 @@ static void test_arena_grows_to_the_reserved_rows(void)
 	sl_batch_release(&b);
 }
 
+struct fill {
+	struct sl_batch *b;
+	int from, to, rc;
+};
+
+/* Rows from..to-1: "v<i>" (odd i null), i, a window; rc the first error. */
+static void *fill_main(void *arg)
+{
+	struct fill *f = arg;
+	char text[32];
+	size_t row;
+
+	f->rc = 0;
+	for (int i = f->from; i < f->to && f->rc == 0; i++) {
+		if ((f->rc = sl_batch_add_row(f->b, &row)))
+			break;
+		if (row != (size_t)i)
+			f->rc = -1;
+		int n = snprintf(text, sizeof(text), "v%d", i);
+		if (i % 2 == 0 && !f->rc)
+			f->rc = sl_batch_set_str(f->b, row, 0, text, (size_t)n);
+		sl_batch_set_int(f->b, row, 1, i);
+	}
+	return NULL;
+}
+
+/*
+ * Rows filled on two threads at once, the second half through a side with
+ * an arena of its own: after the join every row and string reads back as
+ * one thread would have written them, after rows that were there before;
+ * a side stops at its last row (no growth of arrays it does not own); a
+ * dropped side leaves the batch as it was.
+ */
+static void test_side_filled_by_another_thread(void)
+{
+	struct sl_column cols[3] = {{.name = (char *)"s", .type = SL_TYPE_STRING},
+				    {.name = (char *)"n", .type = SL_TYPE_BIGINT},
+				    {.name = (char *)"x", .type = SL_TYPE_STRING}};
+	struct sl_schema schema = {.cols = cols, .n = 3};
+	const uint8_t used[3] = {1, 1, 0};
+	struct sl_batch b, side;
+	char text[32];
+	size_t row, len;
+	pthread_t th;
+
+	CHECK_OK(sl_batch_init(&b, &schema));
+	sl_batch_project(&b, used);
+	struct fill before = {&b, 0, 10, 0};
+	fill_main(&before);
+	CHECK_OK(before.rc);
+	size_t cap0 = b.cap;
+	CHECK_OK(sl_batch_reserve(&b, 200010));
+	CHECK_OK(sl_batch_side_begin(&b, 100010, 200010, &side));
+	struct fill lo = {&b, 10, 100010, 0}, hi = {&side, 100010, 200010, 0};
+	CHECK_OK(pthread_create(&th, NULL, fill_main, &hi));
+	fill_main(&lo);
+	pthread_join(th, NULL);
+	CHECK_OK(lo.rc);
+	CHECK_OK(hi.rc);
+	/* a side's rows end where it was told */
+	CHECK(sl_batch_add_row(&side, &row) == ENOSPC);
+	CHECK(b.nrows == 100010 && side.nrows == 200010);
+	CHECK_OK(sl_batch_side_join(&b, &side));
+	CHECK(b.nrows == 200010 && b.cap >= 200010);
+	for (int i = 0; i < 200010; i++) {
+		int n = snprintf(text, sizeof(text), "v%d", i);
+		if (i % 2) {
+			CHECK(sl_batch_is_null(&b, (size_t)i, 0));
+		} else {
+			const char *s = sl_batch_str(&b, (size_t)i, 0, &len);
+			CHECK(len == (size_t)n && !memcmp(s, text, len));
+		}
+		CHECK(b.cols[1].cells[i].i == i);
+		CHECK(sl_batch_is_null(&b, (size_t)i, 2));
+	}
+	/* a dropped side: the batch keeps its rows and strings */
+	size_t arena = b.arena_len;
+	CHECK_OK(sl_batch_reserve(&b, 200020));
+	CHECK_OK(sl_batch_side_begin(&b, 200010, 200020, &side));
+	struct fill more = {&side, 200010, 200020, 0};
+	fill_main(&more);
+	CHECK_OK(more.rc);
+	sl_batch_side_drop(&side);
+	CHECK(b.nrows == 200010 && b.arena_len == arena);
+	CHECK(cap0 < b.cap);
+	sl_batch_release(&b);
+}
+
 int main(void)
 {
+	test(test_side_filled_by_another_thread);
 	test(test_rows_strings_and_reuse);
 	test(test_arena_grows_to_the_reserved_rows);
 	test(test_projected_columns);
