@@ -76,8 +76,10 @@ static int grow_rows_to(struct sl_batch *b, size_t cap)
 {
 	bool dead = false;
 
-	if (b->side)
-		return ENOSPC; /* the arrays are another batch's */
+	if (b->side) {
+		b->full = true;
+		return ENOSPC; /* the arrays are another batch's, or lent to one */
+	}
 
 	for (size_t c = 0; c < b->schema->n; c++)
 		dead |= b->cols[c].dead;
@@ -251,12 +253,27 @@ void sl_batch_side_drop(struct sl_batch *side)
 	memset(side, 0, sizeof(*side));
 }
 
+void sl_batch_cap(struct sl_batch *b, size_t rows, size_t *saved)
+{
+	assert(rows >= b->nrows && rows <= b->cap && !b->side);
+	*saved = b->cap;
+	b->cap = rows;
+	b->side = true;
+	b->full = false;
+}
+
+void sl_batch_uncap(struct sl_batch *b, size_t saved)
+{
+	b->cap = saved;
+	b->side = false;
+}
+
 int sl_batch_side_join(struct sl_batch *b, struct sl_batch *side)
 {
-	size_t base = b->arena_len;
+	size_t base = b->arena_len, at = b->nrows, n = side->nrows - side->row0;
 	int rc = 0;
 
-	assert(side->side && b->nrows == side->row0);
+	assert(side->side && at <= side->row0);
 	if (base + side->arena_len > UINT32_MAX) {
 		rc = EFBIG;
 	} else if (base + side->arena_len > b->arena_cap) {
@@ -273,14 +290,20 @@ int sl_batch_side_join(struct sl_batch *b, struct sl_batch *side)
 	if (rc == 0) {
 		if (side->arena_len)
 			memcpy(b->arena + base, side->arena, side->arena_len);
-		for (size_t c = 0; c < b->schema->n && base; c++) {
-			if (b->cols[c].dead || b->cols[c].type != SL_TYPE_STRING)
+		for (size_t c = 0; c < b->schema->n; c++) {
+			if (b->cols[c].dead)
 				continue;
 			union sl_cell *cells = b->cols[c].cells;
-			for (size_t r = side->row0; r < side->nrows; r++) /* strings now follow b's */
+			if (at != side->row0 && n) {
+				memmove(cells + at, cells + side->row0, n * sizeof(*cells));
+				memmove(b->cols[c].nulls + at, b->cols[c].nulls + side->row0, n);
+			}
+			if (b->cols[c].type != SL_TYPE_STRING || !base)
+				continue;
+			for (size_t r = at; r < at + n; r++) /* strings now follow b's */
 				cells[r].s.off += (uint32_t)base;
 		}
-		b->nrows = side->nrows;
+		b->nrows = at + n;
 		b->arena_len += side->arena_len;
 	}
 	sl_batch_side_drop(side);

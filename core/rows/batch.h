@@ -49,7 +49,9 @@ struct sl_batch {
 	union sl_cell *dead_cells;      /* cap cells shared by the dead columns, never read */
 	uint8_t *dead_nulls;            /* cap flags shared by the dead columns, all 1 */
 	size_t row0;                    /* a side (sl_batch_side_begin): its first row, else 0 */
-	bool side;                      /* borrows another batch's rows: never grows them */
+	bool side;                      /* borrows another batch's rows, or lends them
+					   (sl_batch_cap): never grows them */
+	bool full;                      /* such a batch was refused a row (ENOSPC) */
 };
 
 /* Makes an empty batch for schema (borrowed until release). 0 or ENOMEM. */
@@ -94,13 +96,20 @@ int sl_batch_append(struct sl_batch *dst, const struct sl_batch *src);
  */
 int sl_batch_side_begin(struct sl_batch *b, size_t from, size_t to, struct sl_batch *side);
 /*
- * Makes side's rows b's (b has exactly side's first row's index of rows),
- * its strings copied after b's. 0, ENOMEM or EFBIG (b unchanged); side is
- * released either way.
+ * Makes side's rows b's, right after b's own (moved down when b has fewer
+ * rows than side's first row's index), its strings copied after b's. 0,
+ * ENOMEM or EFBIG (b unchanged); side is released either way.
  */
 int sl_batch_side_join(struct sl_batch *b, struct sl_batch *side);
 /* Releases a side without joining it (b's rows past its own stay unused). */
 void sl_batch_side_drop(struct sl_batch *side);
+/*
+ * While a side fills rows from `rows` on, b's own rows stop there: its
+ * sl_batch_add_row() fails with ENOSPC (b->full set) instead of growing
+ * the arrays the side writes into. *saved: what sl_batch_uncap() needs.
+ */
+void sl_batch_cap(struct sl_batch *b, size_t rows, size_t *saved);
+void sl_batch_uncap(struct sl_batch *b, size_t saved);
 
 void sl_batch_keep(struct sl_batch *b, const uint8_t *keep);
 /* Setters: the value becomes non-null. Strings are copied into the arena. */

@@ -40,6 +40,7 @@ struct planned {
 struct half {
 	struct sl_decoder *dec;
 	struct sl_batch b;
+	struct sl_batch *into; /* where the job's rows go: &b, or a side of the caller's batch */
 	struct sl_decode_stats st;
 	struct sl_decode_error err;
 	bool ready;

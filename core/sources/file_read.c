@@ -254,9 +254,10 @@ static int decode_pieces(struct sl_decoder *dec, const char *path, const char *d
 static void *decode_half(void *arg)
 {
 	struct half *h = arg;
-	reserve_rows(&h->b, h->data, h->len);
-	h->rc = decode_pieces(h->dec, h->path, h->data, h->len, h->mapped, h->fd, h->cold, h->off, &h->b,
-			      &h->st, &h->err);
+	if (h->into == &h->b)
+		reserve_rows(&h->b, h->data, h->len);
+	h->rc = decode_pieces(h->dec, h->path, h->data, h->len, h->mapped, h->fd, h->cold, h->off,
+			      h->into, &h->st, &h->err);
 	return NULL;
 }
 
@@ -291,6 +292,7 @@ static int half_prepare(struct sl_source *p, const char *path)
 	sl_decode_stats_reset(&h->st);
 	memset(&h->err, 0, sizeof(h->err));
 	h->path = path;
+	h->into = &h->b;
 	h->mapped = false;
 	h->fd = -1;
 	h->cold = false;
@@ -302,8 +304,8 @@ static int half_prepare(struct sl_source *p, const char *path)
 /*
  * After the second decoder did the part after the cut (this thread the
  * part before, which read before_cut lines, with result rc): its rows
- * appended after this thread's, its counters added, its FAILFAST line
- * numbered in the whole file.
+ * after this thread's (appended, or a side of b joined), its counters
+ * added, its FAILFAST line numbered in the whole file.
  */
 static int join_half(struct half *h, uint64_t before_cut, int rc, struct sl_batch *b,
 		     struct sl_decode_stats *st, struct sl_decode_error *derr)
@@ -315,7 +317,7 @@ static int join_half(struct half *h, uint64_t before_cut, int rc, struct sl_batc
 	if (rc == 0)
 		rc = h->rc;
 	if (rc == 0) {
-		rc = sl_batch_append(b, &h->b);
+		rc = h->into == &h->b ? sl_batch_append(b, &h->b) : sl_batch_side_join(b, h->into);
 		st->lines += h->st.lines;
 		st->rows += h->st.rows;
 		st->malformed += h->st.malformed;
@@ -323,9 +325,38 @@ static int join_half(struct half *h, uint64_t before_cut, int rc, struct sl_batc
 		st->read_lines += h->st.read_lines;
 		for (size_t c = 0; c < st->ncols && c < h->st.ncols; c++)
 			st->null_counts[c] += h->st.null_counts[c];
+	} else if (h->into != &h->b) {
+		sl_batch_side_drop(h->into);
 	}
+	h->into = &h->b;
 	sl_batch_trim(&h->b, 1 << 16);
 	return rc;
+}
+
+/* A file's decoding counters as they were before it, to start it over. */
+struct stats_mark {
+	struct sl_decode_stats s;
+	uint64_t *nulls;
+};
+
+static int stats_mark(const struct sl_decode_stats *st, struct stats_mark *m)
+{
+	m->s = *st;
+	m->nulls = malloc((st->ncols ? st->ncols : 1) * sizeof(*m->nulls));
+	if (!m->nulls)
+		return ENOMEM;
+	if (st->ncols)
+		memcpy(m->nulls, st->null_counts, st->ncols * sizeof(*m->nulls));
+	return 0;
+}
+
+static void stats_back(struct sl_decode_stats *st, struct stats_mark *m)
+{
+	uint64_t *counts = st->null_counts;
+	*st = m->s;
+	st->null_counts = counts;
+	if (st->ncols)
+		memcpy(counts, m->nulls, st->ncols * sizeof(*counts));
 }
 
 /* Whether a file of q can be decoded in pieces cut at line ends (no CSV header to share). */
@@ -352,30 +383,89 @@ static int decode_split(struct sl_source *p, struct sl_decoder *dec, const char 
 	/* a cut before "\xEF" could be taken for a BOM, which only starts a file */
 	if (!cuttable(p->q))
 		return sl_decode_file(dec, path, data, len, b, st, derr);
-	reserve_rows(b, data, len); /* all of it: a second half is appended to b */
-	if (!nl || cut >= len || (unsigned char)data[cut] == 0xEF)
+	if (!nl || cut >= len || (unsigned char)data[cut] == 0xEF) {
+		reserve_rows(b, data, len);
 		return decode_pieces(dec, path, data, len, mapped, fd, cold, 0, b, st, derr);
-	if ((rc = half_prepare(p, path)))
-		return rc;
-	uint64_t lines0 = st->read_lines;
-	h->data = data + cut;
-	h->len = len - cut;
-	h->mapped = mapped;
-	h->fd = fd;
-	h->cold = cold;
-	h->off = cut;
-	pthread_t th;
-	if (pthread_create(&th, NULL, decode_half, h))
-		return decode_pieces(dec, path, data, len, mapped, fd, cold, 0, b, st, derr);
-	rc = decode_pieces(dec, path, data, cut, mapped, fd, cold, 0, b, st, derr);
-	pthread_join(th, NULL);
+	}
 	/*
-	 * Decoded strings are copies: the file's pages can leave this process
-	 * before the halves are joined (they stay in the page cache).
+	 * The second half's rows go straight into b, past room left for the
+	 * first half's (both estimated from the file's first line ends, with a
+	 * sixth to spare), and are moved down to meet them when both are done:
+	 * never copied into memory of their own first (on this project's VM a
+	 * page's first touch is what a big batch costs most). A half that
+	 * outgrows its room has the file decoded again, the old way (the
+	 * second half into a batch of its own, appended).
 	 */
-	if (mapped)
-		madvise((void *)data, len, MADV_DONTNEED);
-	return join_half(h, st->read_lines - lines0, rc, b, st, derr);
+	size_t row0 = b->nrows, arena0 = b->arena_len;
+	size_t per = len >= 2 * SAMPLE ? (size_t)lines_before(data, SAMPLE) : 0;
+	size_t room1 = row0 + (size_t)((double)cut / SAMPLE * (double)per * 7 / 6) + 1024;
+	size_t room2 = room1 + (size_t)((double)(len - cut) / SAMPLE * (double)per * 7 / 6) + 1024;
+	room1 = row0 + SL_FAULT_SIZE("decode.side_first", room1 - row0);
+	room2 = room1 + SL_FAULT_SIZE("decode.side_second", room2 - room1);
+	bool inplace = per && room2 - row0 < len / 2;
+	for (;;) {
+		struct sl_batch side;
+		struct stats_mark mark = {.nulls = NULL};
+		size_t saved = 0;
+		if ((rc = half_prepare(p, path)))
+			return rc;
+		if (inplace && sl_batch_reserve(b, room2) == 0 &&
+		    sl_batch_side_begin(b, room1, room2, &side) == 0) {
+			if (stats_mark(st, &mark) == 0) {
+				h->into = &side;
+				sl_batch_cap(b, room1, &saved);
+			} else {
+				sl_batch_side_drop(&side);
+			}
+		}
+		inplace = h->into != &h->b;
+		if (!inplace)
+			reserve_rows(b, data, len); /* all of it: a second half is appended to b */
+		uint64_t lines0 = st->read_lines;
+		h->data = data + cut;
+		h->len = len - cut;
+		h->mapped = mapped;
+		h->fd = fd;
+		h->cold = cold;
+		h->off = cut;
+		pthread_t th;
+		if (pthread_create(&th, NULL, decode_half, h)) {
+			if (inplace) {
+				sl_batch_uncap(b, saved);
+				sl_batch_side_drop(&side);
+				h->into = &h->b;
+				free(mark.nulls);
+			}
+			return decode_pieces(dec, path, data, len, mapped, fd, cold, 0, b, st, derr);
+		}
+		rc = decode_pieces(dec, path, data, cut, mapped, fd, cold, 0, b, st, derr);
+		pthread_join(th, NULL);
+		/*
+		 * Decoded strings are copies: the file's pages can leave this process
+		 * before the halves are joined (they stay in the page cache).
+		 */
+		if (mapped)
+			madvise((void *)data, len, MADV_DONTNEED);
+		if (inplace) {
+			sl_batch_uncap(b, saved);
+			bool over = b->full || side.full;
+			b->full = false;
+			if (over) {
+				/* a half outgrew its room: the file again, appended */
+				sl_batch_side_drop(&side);
+				h->into = &h->b;
+				b->nrows = row0;
+				b->arena_len = arena0;
+				stats_back(st, &mark);
+				free(mark.nulls);
+				memset(derr, 0, sizeof(*derr));
+				inplace = false;
+				continue;
+			}
+			free(mark.nulls);
+		}
+		return join_half(h, st->read_lines - lines0, rc, b, st, derr);
+	}
 }
 
 /*

@@ -717,12 +717,22 @@ def test_aggregation_reads_only_its_columns(mounts, tmp_path, mode):
 # a test build's knob: a mapped input is decoded (and its pages dropped)
 # 4 KiB at a time instead of 8 MiB, so that the pieces have thousands of cuts
 PLAIN_PIECES = {"SLUICE_FAULT_SIZE": "decode.piece:4096"}
+# and the rows the second thread decodes go into the batch past room left for
+# the first half's: as estimated, or too little room for one half (the file
+# is then decoded again, the second half appended)
+ROOMS = {
+    "rooms-estimated": "",
+    "first-half-outgrows": ",decode.side_first:1000",
+    "second-half-outgrows": ",decode.side_second:1000",
+}
 
 
-def test_big_file_in_pieces_rows_in_order_and_counted(mounts, tmp_path):
+@pytest.mark.parametrize("rooms", sorted(ROOMS))
+def test_big_file_in_pieces_rows_in_order_and_counted(mounts, tmp_path, rooms):
     """A big plain file is decoded a piece at a time per thread, each piece's
     pages given back: the rows, their order and the counts are the whole
-    file's, however small the pieces."""
+    file's, however small the pieces, and whether or not a half outgrew the
+    rows left for it."""
     if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     n = 200000
@@ -731,21 +741,24 @@ def test_big_file_in_pieces_rows_in_order_and_counted(mounts, tmp_path):
     write_config(data, {"dev": (json_source("id BIGINT, pad STRING, _corrupt_record STRING"),
                                 None)})
     land(data, put(tmp_path, "big.json", big_json(n, bad=bad)))
-    p = run_env(data, PLAIN_PIECES)
+    p = run_env(data, {"SLUICE_FAULT_SIZE": PLAIN_PIECES["SLUICE_FAULT_SIZE"] + ROOMS[rooms]})
     assert p.stdout == "dev: 1 batches, %d rows, %d malformed\n" % (n, len(bad)), p.stdout
     check_big_json_out(mounts.new(data=data), n, bad)
 
 
+@pytest.mark.parametrize("rooms", sorted(ROOMS))
 @pytest.mark.parametrize("line", [3, 100000, 199990])
-def test_big_file_in_pieces_failfast_names_the_line(tmp_path, line):
-    """FAILFAST names the line in the whole file wherever the piece it is in."""
+def test_big_file_in_pieces_failfast_names_the_line(tmp_path, line, rooms):
+    """FAILFAST names the line in the whole file wherever the piece it is in
+    (also when a half outgrew its rows and the file was decoded again)."""
     if not util.faults_compiled():
         pytest.skip("built without -Dfaults=true")
     n = 200000
     data = str(tmp_path / "data")
     write_config(data, {"dev": (json_source("id BIGINT, pad STRING", mode="FAILFAST"), None)})
     land(data, put(tmp_path, "big.json", big_json(n, bad={line})))
-    p = run_env(data, PLAIN_PIECES, expect=1)
+    p = run_env(data, {"SLUICE_FAULT_SIZE": PLAIN_PIECES["SLUICE_FAULT_SIZE"] + ROOMS[rooms]},
+                expect=1)
     assert "'in/dev/big.json' line %d:" % line in p.stderr, p.stderr
 
 

@@ -204,6 +204,43 @@ static void test_side_filled_by_another_thread(void)
 		CHECK(b.cols[1].cells[i].i == i);
 		CHECK(sl_batch_is_null(&b, (size_t)i, 2));
 	}
+	/*
+	 * A side past room left for b's own rows (b capped there, as the
+	 * decoder's halves): b stops at its cap, and the join moves the
+	 * side's rows down to meet b's.
+	 */
+	size_t saved;
+	CHECK_OK(sl_batch_reserve(&b, 200010 + 3000));
+	CHECK_OK(sl_batch_side_begin(&b, 200010 + 1000, 200010 + 3000, &side));
+	sl_batch_cap(&b, 200010 + 1000, &saved);
+	struct fill mine = {&b, 200010, 200010 + 1001, 0};
+	fill_main(&mine);
+	CHECK(mine.rc == ENOSPC && b.full && b.nrows == 200010 + 1000);
+	b.nrows = 200010 + 500; /* as a decoder that stopped there */
+	sl_batch_uncap(&b, saved);
+	b.full = false;
+	struct fill theirs = {&side, 200010 + 1000, 200010 + 1100, 0};
+	fill_main(&theirs);
+	CHECK_OK(theirs.rc);
+	CHECK_OK(sl_batch_side_join(&b, &side));
+	CHECK(b.nrows == 200010 + 600);
+	for (int i = 200010 + 500; i < 200010 + 600; i++) {
+		int v = i + 500, n = snprintf(text, sizeof(text), "v%d", v);
+		CHECK(b.cols[1].cells[i].i == v);
+		if (v % 2) {
+			CHECK(sl_batch_is_null(&b, (size_t)i, 0));
+		} else {
+			const char *s = sl_batch_str(&b, (size_t)i, 0, &len);
+			CHECK(len == (size_t)n && !memcmp(s, text, len));
+		}
+	}
+	const char *s = sl_batch_str(&b, 200010 + 498, 0, &len);
+	CHECK(len == 7 && !memcmp(s, "v200508", 7));
+	b.nrows = 200010;
+	b.arena_len = 0;
+	for (int i = 0; i < 200010; i++)
+		b.arena_len += i % 2 ? 0 : (size_t)snprintf(text, sizeof(text), "v%d", i);
+
 	/* a dropped side: the batch keeps its rows and strings */
 	size_t arena = b.arena_len;
 	CHECK_OK(sl_batch_reserve(&b, 200020));
