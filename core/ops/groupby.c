@@ -577,7 +577,8 @@ int sl_groupby_end(struct sl_groupby *g, struct sl_txn *t, int64_t wm_ms, struct
 		return rc;
 	if (empty) {
 		/* every group is new: in the table's order, not the keys' (no lookups) */
-		memset(g->stored, 0, n);
+		if (n)
+			memset(g->stored, 0, n); /* (stored is NULL before a first group) */
 		for (size_t idx = 0; idx < n; idx++) {
 			size_t len;
 			sl_kmap_key(&g->groups, (uint32_t)idx, &len);
