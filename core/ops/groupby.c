@@ -256,33 +256,30 @@ static int emit_groups(struct sl_groupby *g, struct sl_batch *out, const uint32_
 	struct sl_batch side;
 	pthread_t th;
 
-	if (n - from < SL_FAULT_SIZE("groupby.emit_split", 1u << 16) ||
-	    sl_batch_reserve(out, row + (n - from)) ||
-	    sl_batch_side_begin(out, row + (half - from), row + (n - from), &side)) {
-		a.to = n;
-		emit_main(&a);
-		if (a.rc)
-			snprintf(err, errlen, "%s", a.err);
-		return a.rc;
+	bool two = n - from >= SL_FAULT_SIZE("groupby.emit_split", 1u << 16) &&
+		   sl_batch_reserve(out, row + (n - from)) == 0 &&
+		   sl_batch_side_begin(out, row + (half - from), row + (n - from), &side) == 0;
+	if (two) {
+		b.out = &side;
+		if (pthread_create(&th, NULL, emit_main, &b)) {
+			sl_batch_side_drop(&side);
+			two = false;
+		}
 	}
-	b.out = &side;
-	if (pthread_create(&th, NULL, emit_main, &b)) {
-		sl_batch_side_drop(&side);
+	if (!two)
 		a.to = n;
-		emit_main(&a);
-		if (a.rc)
-			snprintf(err, errlen, "%s", a.err);
-		return a.rc;
-	}
 	emit_main(&a);
-	pthread_join(th, NULL);
+	if (two)
+		pthread_join(th, NULL);
 	/* the first error in group order, as one thread would have stopped at it */
-	if (a.rc || b.rc) {
-		sl_batch_side_drop(&side);
-		snprintf(err, errlen, "%s", a.rc ? a.err : b.err);
-		return a.rc ? a.rc : b.rc;
+	const struct emit_job *bad = a.rc ? &a : two && b.rc ? &b : NULL;
+	if (bad) {
+		if (two)
+			sl_batch_side_drop(&side);
+		snprintf(err, errlen, "%s", bad->err);
+		return bad->rc;
 	}
-	return sl_batch_side_join(out, &side);
+	return two ? sl_batch_side_join(out, &side) : 0;
 }
 
 struct walk {
@@ -557,6 +554,60 @@ int sl_groupby_rows(struct sl_groupby *g, const struct sl_batch *b, const uint8_
 	return add_pending(g, b, p, n, err, errlen);
 }
 
+/*
+ * Merges each group with its stored state, in storage-key order (order),
+ * and counts the new ones into *rows and *bytes. empty: no state before
+ * this batch, every group is new (counted in the table's order, no
+ * lookups).
+ */
+static int merge_stored(struct sl_groupby *g, struct sl_txn *t, bool empty, const uint32_t *order,
+			size_t n, uint64_t *rows, uint64_t *bytes, char *err, size_t errlen)
+{
+	const struct sl_query_config *q = g->q;
+
+	if (empty) {
+		if (n)
+			memset(g->stored, 0, n); /* (stored is NULL before a first group) */
+		for (size_t idx = 0; idx < n; idx++) {
+			size_t len;
+			sl_kmap_key(&g->groups, (uint32_t)idx, &len);
+			*bytes += sl_state_entry_bytes(len, g->ssz);
+		}
+		*rows += n;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t idx = order[i];
+		size_t len;
+		const unsigned char *k = sl_kmap_key(&g->groups, idx, &len);
+		unsigned char *st = g->states + (size_t)idx * g->ssz;
+		const void *v;
+		size_t vlen;
+		int rc = sl_state_get(t, &g->sp, k, len, &v, &vlen);
+		if (rc == SL_NOTFOUND) {
+			g->stored[idx] = 0;
+			(*rows)++;
+			*bytes += sl_state_entry_bytes(len, g->ssz);
+			continue;
+		}
+		if (rc)
+			return rc;
+		if (vlen != g->ssz)
+			return SL_ECORRUPT;
+		unsigned char merged[64 * SL_AGG_STATE_MAX];
+		memcpy(merged, v, g->ssz);
+		for (size_t a = 0; a < q->naggs; a++) {
+			if (sl_agg_merge(&q->aggs[a], merged + g->offs[a], st + g->offs[a]) == ERANGE) {
+				snprintf(err, errlen, "aggregate %s overflows BIGINT", q->aggs[a].name);
+				return SL_EMALFORMED;
+			}
+		}
+		memcpy(st, merged, g->ssz);
+		g->stored[idx] = 1;
+	}
+	return 0;
+}
+
 int sl_groupby_end(struct sl_groupby *g, struct sl_txn *t, int64_t wm_ms, struct sl_batch *out,
 		   struct sl_op_metrics *m, char *err, size_t errlen)
 {
@@ -575,46 +626,8 @@ int sl_groupby_end(struct sl_groupby *g, struct sl_txn *t, int64_t wm_ms, struct
 		order[i] = (uint32_t)i;
 	if ((rc = sort_groups(g, order, n)))
 		return rc;
-	if (empty) {
-		/* every group is new: in the table's order, not the keys' (no lookups) */
-		if (n)
-			memset(g->stored, 0, n); /* (stored is NULL before a first group) */
-		for (size_t idx = 0; idx < n; idx++) {
-			size_t len;
-			sl_kmap_key(&g->groups, (uint32_t)idx, &len);
-			bytes += sl_state_entry_bytes(len, g->ssz);
-		}
-		rows += n;
-	}
-	for (size_t i = 0; i < n && !empty; i++) {
-		uint32_t idx = order[i];
-		size_t len;
-		const unsigned char *k = sl_kmap_key(&g->groups, idx, &len);
-		unsigned char *st = g->states + (size_t)idx * g->ssz;
-		const void *v;
-		size_t vlen;
-		rc = sl_state_get(t, &g->sp, k, len, &v, &vlen);
-		if (rc == SL_NOTFOUND) {
-			g->stored[idx] = 0;
-			rows++;
-			bytes += sl_state_entry_bytes(len, g->ssz);
-			continue;
-		}
-		if (rc)
-			return rc;
-		if (vlen != g->ssz)
-			return SL_ECORRUPT;
-		unsigned char merged[64 * SL_AGG_STATE_MAX];
-		memcpy(merged, v, g->ssz);
-		for (size_t a = 0; a < q->naggs; a++) {
-			if (sl_agg_merge(&q->aggs[a], merged + g->offs[a], st + g->offs[a]) == ERANGE) {
-				snprintf(err, errlen, "aggregate %s overflows BIGINT", q->aggs[a].name);
-				return SL_EMALFORMED;
-			}
-		}
-		memcpy(st, merged, g->ssz);
-		g->stored[idx] = 1;
-	}
+	if ((rc = merge_stored(g, t, empty, order, n, &rows, &bytes, err, errlen)))
+		return rc;
 	m->rows_updated = n;
 
 	struct walk w = {.g = g, .out = out, .wm_ms = wm_ms, .err = err, .errlen = errlen};

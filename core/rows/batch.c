@@ -150,19 +150,28 @@ static size_t arena_next(const struct sl_batch *b, size_t need)
 	return cap;
 }
 
+/* Room for more bytes of strings in b's arena: 0, EFBIG (past 4 GiB) or ENOMEM. */
+static int arena_room(struct sl_batch *b, size_t more)
+{
+	if (more > UINT32_MAX || b->arena_len + more > UINT32_MAX)
+		return EFBIG; /* one batch holds at most 4 GiB of strings */
+	if (b->arena_len + more <= b->arena_cap)
+		return 0;
+	size_t cap = arena_next(b, b->arena_len + more);
+	char *a = realloc(b->arena, cap);
+	if (!a)
+		return ENOMEM;
+	sl_mem_huge(a, cap);
+	b->arena = a;
+	b->arena_cap = cap;
+	return 0;
+}
+
 int sl_batch_set_str(struct sl_batch *b, size_t row, size_t col, const char *s, size_t len)
 {
-	if (len > UINT32_MAX || b->arena_len + len > UINT32_MAX)
-		return EFBIG; /* one batch holds at most 4 GiB of strings */
-	if (b->arena_len + len > b->arena_cap) {
-		size_t cap = arena_next(b, b->arena_len + len);
-		char *a = realloc(b->arena, cap);
-		if (!a)
-			return ENOMEM;
-		sl_mem_huge(a, cap);
-		b->arena = a;
-		b->arena_cap = cap;
-	}
+	int rc = arena_room(b, len);
+	if (rc)
+		return rc;
 	if (len)
 		memcpy(b->arena + b->arena_len, s, len);
 	b->cols[col].cells[row].s.off = (uint32_t)b->arena_len;
@@ -205,14 +214,8 @@ int sl_batch_append(struct sl_batch *dst, const struct sl_batch *src)
 	while (dst->cap < dst->nrows + src->nrows)
 		if ((rc = grow_rows(dst)))
 			return rc;
-	if (dst->arena_len + src->arena_len > dst->arena_cap) {
-		size_t cap = arena_next(dst, dst->arena_len + src->arena_len);
-		char *a = realloc(dst->arena, cap);
-		if (!a)
-			return ENOMEM;
-		dst->arena = a;
-		dst->arena_cap = cap;
-	}
+	if ((rc = arena_room(dst, src->arena_len)))
+		return rc;
 	if (src->arena_len)
 		memcpy(dst->arena + dst->arena_len, src->arena, src->arena_len);
 	for (size_t c = 0; c < dst->schema->n && src->nrows; c++) {
@@ -262,31 +265,21 @@ void sl_batch_cap(struct sl_batch *b, size_t rows, size_t *saved)
 	b->full = false;
 }
 
-void sl_batch_uncap(struct sl_batch *b, size_t saved)
+bool sl_batch_uncap(struct sl_batch *b, size_t saved)
 {
+	bool refused = b->full;
 	b->cap = saved;
 	b->side = false;
+	b->full = false;
+	return refused;
 }
 
 int sl_batch_side_join(struct sl_batch *b, struct sl_batch *side)
 {
 	size_t base = b->arena_len, at = b->nrows, n = side->nrows - side->row0;
-	int rc = 0;
+	int rc = arena_room(b, side->arena_len);
 
 	assert(side->side && at <= side->row0);
-	if (base + side->arena_len > UINT32_MAX) {
-		rc = EFBIG;
-	} else if (base + side->arena_len > b->arena_cap) {
-		size_t cap = arena_next(b, base + side->arena_len);
-		char *a = realloc(b->arena, cap);
-		if (a) {
-			sl_mem_huge(a, cap);
-			b->arena = a;
-			b->arena_cap = cap;
-		} else {
-			rc = ENOMEM;
-		}
-	}
 	if (rc == 0) {
 		if (side->arena_len)
 			memcpy(b->arena + base, side->arena, side->arena_len);

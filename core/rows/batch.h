@@ -85,7 +85,6 @@ void sl_batch_drop_last(struct sl_batch *b);
  * EFBIG (more than 4 GiB of strings); dst is unchanged on failure.
  */
 int sl_batch_append(struct sl_batch *dst, const struct sl_batch *src);
-/* Keeps the rows r with keep[r] != 0, in order, dropping the others. */
 /*
  * Rows [from, to) of b, to be filled by another thread while b's own
  * thread fills rows below from: side shares b's row arrays (b must have
@@ -106,11 +105,12 @@ void sl_batch_side_drop(struct sl_batch *side);
 /*
  * While a side fills rows from `rows` on, b's own rows stop there: its
  * sl_batch_add_row() fails with ENOSPC (b->full set) instead of growing
- * the arrays the side writes into. *saved: what sl_batch_uncap() needs.
+ * the arrays the side writes into. *saved: what sl_batch_uncap() needs,
+ * which ends it and says whether b was refused a row meanwhile.
  */
 void sl_batch_cap(struct sl_batch *b, size_t rows, size_t *saved);
-void sl_batch_uncap(struct sl_batch *b, size_t saved);
-
+bool sl_batch_uncap(struct sl_batch *b, size_t saved);
+/* Keeps the rows r with keep[r] != 0, in order, dropping the others. */
 void sl_batch_keep(struct sl_batch *b, const uint8_t *keep);
 /* Setters: the value becomes non-null. Strings are copied into the arena. */
 int sl_batch_set_str(struct sl_batch *b, size_t row, size_t col, const char *s, size_t len);

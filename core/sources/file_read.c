@@ -60,22 +60,29 @@ static void drop_pages(const char *p, size_t len)
 		madvise((void *)from, to - from, MADV_DONTNEED);
 }
 
+/* Rows per byte of data (len bytes), from the line ends of its first SAMPLE bytes; 0: unknown. */
+static double rows_per_byte(const char *data, size_t len)
+{
+	return len < 2 * SAMPLE ? 0 : (double)lines_before(data, SAMPLE) / SAMPLE;
+}
+
 /*
- * Sizes b's columns for the rows of data (len bytes), estimated from the
- * line ends of its first SAMPLE bytes with a tenth to spare, so that a big
- * input's columns are allocated once instead of doubled (and copied) a
- * dozen times. A hint: b still grows past it, and a failure here is not
- * one.
+ * Sizes b's columns for the rows of len more bytes at per rows a byte,
+ * with a tenth to spare, so that a big input's columns are allocated once
+ * instead of doubled (and copied) a dozen times. A hint: b still grows
+ * past it, and a failure here is not one.
  */
+static void reserve_for(struct sl_batch *b, double per, size_t len)
+{
+	size_t est = (size_t)((double)len * per * 1.1);
+	if (est)
+		(void)sl_batch_reserve(b, b->nrows + (est < len / 2 ? est : len / 2));
+}
+
+/* reserve_for() the rows of data, estimated from its own first bytes. */
 static void reserve_rows(struct sl_batch *b, const char *data, size_t len)
 {
-	if (len < 2 * SAMPLE)
-		return;
-	size_t lines = (size_t)lines_before(data, SAMPLE);
-	if (!lines)
-		return;
-	size_t est = (size_t)((double)len / SAMPLE * (double)lines * 1.1);
-	(void)sl_batch_reserve(b, b->nrows + (est < len / 2 ? est : len / 2));
+	reserve_for(b, rows_per_byte(data, len), len);
 }
 
 /*
@@ -366,10 +373,51 @@ static bool cuttable(const struct sl_query_config *q)
 }
 
 /*
+ * Decodes data[0, cut) into b on this thread and data[cut, len) into
+ * h->into on another (half_prepare() done); returns this thread's result,
+ * the other's is h->rc. *ran false: no thread could be had, nothing done.
+ */
+static int run_halves(struct sl_source *p, struct sl_decoder *dec, const char *path,
+		      const char *data, size_t len, size_t cut, bool mapped, int fd, bool cold,
+		      struct sl_batch *b, struct sl_decode_stats *st, struct sl_decode_error *derr,
+		      bool *ran)
+{
+	struct half *h = &p->half;
+	pthread_t th;
+
+	h->data = data + cut;
+	h->len = len - cut;
+	h->mapped = mapped;
+	h->fd = fd;
+	h->cold = cold;
+	h->off = cut;
+	*ran = pthread_create(&th, NULL, decode_half, h) == 0;
+	if (!*ran)
+		return 0;
+	int rc = decode_pieces(dec, path, data, cut, mapped, fd, cold, 0, b, st, derr);
+	pthread_join(th, NULL);
+	/*
+	 * Decoded strings are copies: the file's pages can leave this process
+	 * before the halves are joined (they stay in the page cache).
+	 */
+	if (mapped)
+		madvise((void *)data, len, MADV_DONTNEED);
+	return rc;
+}
+
+/*
  * Decodes one file, the second half of a big one on another thread, as one
  * sl_decode_file() would: rows in order, counters summed, a FAILFAST line
  * numbered in the whole file. Only where a line end cuts the file cleanly
  * (no csv header to share).
+ *
+ * The second half's rows go straight into b, past room left for the first
+ * half's (both estimated from the file's first line ends, with a sixth to
+ * spare), and are moved down to meet them when both are done: never copied
+ * into memory of their own first (on this project's VM a page's first
+ * touch is what a big batch costs most). A half that outgrows its room has
+ * the file decoded again, the second half into a batch of its own,
+ * appended (as when the rows cannot be estimated).
  */
 static int decode_split(struct sl_source *p, struct sl_decoder *dec, const char *path,
 			const char *data, size_t len, bool mapped, int fd, bool cold, struct sl_batch *b,
@@ -378,94 +426,54 @@ static int decode_split(struct sl_source *p, struct sl_decoder *dec, const char 
 	struct half *h = &p->half;
 	const char *nl = len >= SPLIT_MIN ? memchr(data + len / 2, '\n', len - len / 2) : NULL;
 	size_t cut = nl ? (size_t)(nl - data) + 1 : 0;
+	bool ran;
 	int rc;
 
 	/* a cut before "\xEF" could be taken for a BOM, which only starts a file */
 	if (!cuttable(p->q))
 		return sl_decode_file(dec, path, data, len, b, st, derr);
+	double per = rows_per_byte(data, len);
 	if (!nl || cut >= len || (unsigned char)data[cut] == 0xEF) {
-		reserve_rows(b, data, len);
+		reserve_for(b, per, len);
 		return decode_pieces(dec, path, data, len, mapped, fd, cold, 0, b, st, derr);
 	}
-	/*
-	 * The second half's rows go straight into b, past room left for the
-	 * first half's (both estimated from the file's first line ends, with a
-	 * sixth to spare), and are moved down to meet them when both are done:
-	 * never copied into memory of their own first (on this project's VM a
-	 * page's first touch is what a big batch costs most). A half that
-	 * outgrows its room has the file decoded again, the old way (the
-	 * second half into a batch of its own, appended).
-	 */
-	size_t row0 = b->nrows, arena0 = b->arena_len;
-	size_t per = len >= 2 * SAMPLE ? (size_t)lines_before(data, SAMPLE) : 0;
-	size_t room1 = row0 + (size_t)((double)cut / SAMPLE * (double)per * 7 / 6) + 1024;
-	size_t room2 = room1 + (size_t)((double)(len - cut) / SAMPLE * (double)per * 7 / 6) + 1024;
-	room1 = row0 + SL_FAULT_SIZE("decode.side_first", room1 - row0);
-	room2 = room1 + SL_FAULT_SIZE("decode.side_second", room2 - room1);
-	bool inplace = per && room2 - row0 < len / 2;
-	for (;;) {
-		struct sl_batch side;
-		struct stats_mark mark = {.nulls = NULL};
-		size_t saved = 0;
+	if ((rc = half_prepare(p, path)))
+		return rc;
+	uint64_t lines0 = st->read_lines;
+	size_t row0 = b->nrows, arena0 = b->arena_len, saved;
+	size_t room1 = row0 + SL_FAULT_SIZE("decode.side_first", (size_t)(per * cut * 7 / 6) + 1024);
+	size_t room2 = room1 + SL_FAULT_SIZE("decode.side_second",
+					     (size_t)(per * (len - cut) * 7 / 6) + 1024);
+	struct sl_batch side;
+	struct stats_mark mark;
+	if (per && room2 - row0 < len / 2 && sl_batch_reserve(b, room2) == 0 &&
+	    sl_batch_side_begin(b, room1, room2, &side) == 0) {
+		if (stats_mark(st, &mark) == 0) {
+			h->into = &side;
+			sl_batch_cap(b, room1, &saved);
+			rc = run_halves(p, dec, path, data, len, cut, mapped, fd, cold, b, st, derr, &ran);
+			bool over = sl_batch_uncap(b, saved) || side.full;
+			if (ran && !over) {
+				free(mark.nulls);
+				return join_half(h, st->read_lines - lines0, rc, b, st, derr);
+			}
+			/* a half outgrew its room (or no thread): the file again, appended */
+			b->nrows = row0;
+			b->arena_len = arena0;
+			stats_back(st, &mark);
+			free(mark.nulls);
+			memset(derr, 0, sizeof(*derr));
+		}
+		h->into = &h->b;
+		sl_batch_side_drop(&side);
 		if ((rc = half_prepare(p, path)))
 			return rc;
-		if (inplace && sl_batch_reserve(b, room2) == 0 &&
-		    sl_batch_side_begin(b, room1, room2, &side) == 0) {
-			if (stats_mark(st, &mark) == 0) {
-				h->into = &side;
-				sl_batch_cap(b, room1, &saved);
-			} else {
-				sl_batch_side_drop(&side);
-			}
-		}
-		inplace = h->into != &h->b;
-		if (!inplace)
-			reserve_rows(b, data, len); /* all of it: a second half is appended to b */
-		uint64_t lines0 = st->read_lines;
-		h->data = data + cut;
-		h->len = len - cut;
-		h->mapped = mapped;
-		h->fd = fd;
-		h->cold = cold;
-		h->off = cut;
-		pthread_t th;
-		if (pthread_create(&th, NULL, decode_half, h)) {
-			if (inplace) {
-				sl_batch_uncap(b, saved);
-				sl_batch_side_drop(&side);
-				h->into = &h->b;
-				free(mark.nulls);
-			}
-			return decode_pieces(dec, path, data, len, mapped, fd, cold, 0, b, st, derr);
-		}
-		rc = decode_pieces(dec, path, data, cut, mapped, fd, cold, 0, b, st, derr);
-		pthread_join(th, NULL);
-		/*
-		 * Decoded strings are copies: the file's pages can leave this process
-		 * before the halves are joined (they stay in the page cache).
-		 */
-		if (mapped)
-			madvise((void *)data, len, MADV_DONTNEED);
-		if (inplace) {
-			sl_batch_uncap(b, saved);
-			bool over = b->full || side.full;
-			b->full = false;
-			if (over) {
-				/* a half outgrew its room: the file again, appended */
-				sl_batch_side_drop(&side);
-				h->into = &h->b;
-				b->nrows = row0;
-				b->arena_len = arena0;
-				stats_back(st, &mark);
-				free(mark.nulls);
-				memset(derr, 0, sizeof(*derr));
-				inplace = false;
-				continue;
-			}
-			free(mark.nulls);
-		}
-		return join_half(h, st->read_lines - lines0, rc, b, st, derr);
 	}
+	reserve_for(b, per, len); /* all of it: a second half is appended to b */
+	rc = run_halves(p, dec, path, data, len, cut, mapped, fd, cold, b, st, derr, &ran);
+	if (!ran)
+		return decode_pieces(dec, path, data, len, mapped, fd, cold, 0, b, st, derr);
+	return join_half(h, st->read_lines - lines0, rc, b, st, derr);
 }
 
 /*
